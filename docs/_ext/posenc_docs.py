@@ -1,0 +1,97 @@
+"""Site machinery for the posenc docs: language switcher, offline assets, figure fonts.
+
+Loaded by ``conf.py`` both as a Sphinx extension (``setup``) and as a helper module
+(``stage_mathjax``, ``build_inventory``, ``reset_matplotlib``).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import shutil
+import warnings
+import zlib
+from pathlib import Path
+from typing import Any
+
+#: Languages of the site, in switcher order: code -> name shown in the switcher.
+LANGUAGES = {"en": "English", "zh_CN": "简体中文"}
+
+#: matplotlib's message when a font lacks a character; in a figure it means tofu boxes.
+MISSING_GLYPH = r".*[Gg]lyph .* missing from (current )?font.*"
+
+
+def stage_mathjax(docs: Path) -> Path:
+    """Copy the parts of MathJax 3 the site uses into ``_build/mathjax-static/mathjax``.
+
+    The files come from the npm package installed in ``docs/node_modules`` by ``make html``.
+    Returns the folder to put in ``html_static_path``.
+    """
+    source = docs / "node_modules" / "mathjax" / "es5"
+    stage = docs / "_build" / "mathjax-static"
+    target = stage / "mathjax"
+    if not (source / "tex-chtml.js").is_file():
+        raise RuntimeError(
+            f"MathJax not found in {source}; run `make html` (it runs `npm ci` in docs/) "
+            "so that math renders without a CDN"
+        )
+    if not (target / "tex-chtml.js").is_file():
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source / "tex-chtml.js", target / "tex-chtml.js")
+        for sub in ("output/chtml/fonts/woff-v2", "input/tex/extensions"):
+            shutil.copytree(source / sub, target / sub, dirs_exist_ok=True)
+    return stage
+
+
+def build_inventory(listing: Path, outdir: Path) -> Path:
+    """Write a Sphinx v2 ``objects.inv`` from a plain-text listing (see ``_intersphinx/README.md``)."""
+    lines = [
+        line.strip()
+        for line in listing.read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    header = (
+        "# Sphinx inventory version 2\n"
+        f"# Project: {listing.stem}\n"
+        "# Version: \n"
+        "# The remainder of this file is compressed using zlib.\n"
+    ).encode()
+    outdir.mkdir(parents=True, exist_ok=True)
+    path = outdir / f"{listing.stem}.inv"
+    data = header + zlib.compress(("\n".join(lines) + "\n").encode())
+    if not path.is_file() or path.read_bytes() != data:
+        path.write_bytes(data)
+    return path
+
+
+def reset_matplotlib(gallery_conf: dict[str, Any], fname: str) -> None:
+    """Apply the site's matplotlib settings before and after each gallery example.
+
+    sphinx-gallery resets matplotlib to its built-in defaults between examples, which drops the
+    CJK fallback fonts of ``docs/matplotlibrc``; this puts them back, and turns a missing-glyph
+    warning into an error so that a figure with unrenderable labels fails the build.
+    """
+    import matplotlib
+
+    matplotlib.rc_file_defaults()
+    warnings.filterwarnings("error", message=MISSING_GLYPH)
+
+
+def _other_language_links(app: Any, pagename: str, templatename: str, context: dict, doctree: Any) -> None:
+    """Give every page the URLs of the same page in each language (relative, host-independent).
+
+    The languages are built side by side (``html/en/``, ``html/zh_CN/``), so the same page in
+    another language is ``../<lang>/<pagename>.html`` from the root of this language's tree.
+    """
+    current = app.config.language or "en"
+    to_root = "../" * pagename.count("/")
+    links = []
+    for code, name in LANGUAGES.items():
+        url = posixpath.join(to_root + "..", code, pagename + ".html")
+        links.append({"code": code, "name": name, "url": url, "current": code == current})
+    context["posenc_languages"] = links
+    context["posenc_language"] = current
+
+
+def setup(app: Any) -> dict[str, Any]:
+    app.connect("html-page-context", _other_language_links)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

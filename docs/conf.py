@@ -1,0 +1,138 @@
+"""Sphinx configuration for the posenc site (English source, Simplified Chinese via gettext).
+
+Build with ``make html`` from the repository root; see docs/dev/site-pipeline.md.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parent
+ROOT = DOCS.parent
+sys.path.insert(0, str(DOCS / "_ext"))
+sys.path.insert(0, str(ROOT))
+
+import posenc  # noqa: E402
+import posenc_docs  # noqa: E402
+
+# The same matplotlib settings for examples, notebook kernels and this process.
+os.environ["MATPLOTLIBRC"] = str(DOCS / "matplotlibrc")
+
+project = "posenc"
+author = "the posenc developers"
+copyright = "2026, the posenc developers"
+release = posenc.__version__
+version = release
+
+extensions = [
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "sphinx.ext.napoleon",
+    "sphinx.ext.intersphinx",
+    "sphinx.ext.mathjax",
+    "sphinx.ext.viewcode",
+    "sphinx_copybutton",
+    "sphinx_gallery.gen_gallery",
+    "myst_nb",
+    "posenc_docs",
+]
+
+root_doc = "index"
+exclude_patterns = [
+    "_build",
+    "dev",
+    "node_modules",
+    "_intersphinx",
+    "_root",
+    "**.ipynb_checkpoints",
+    # sphinx-gallery writes a notebook beside each generated page, for download only:
+    # myst-nb must not read it as a second copy of the example.
+    "auto_examples/**/*.ipynb",
+]
+templates_path = ["_templates"]
+
+# -- Quality gates -------------------------------------------------------------------
+nitpicky = True
+nitpick_ignore = [("py:class", "optional")]
+suppress_warnings: list[str] = []
+
+# -- Internationalisation ------------------------------------------------------------
+language = "en"
+locale_dirs = ["locale/"]
+gettext_compact = False
+# Source line numbers and uuids in catalogues would churn on every edit.
+gettext_location = False
+gettext_uuid = False
+gettext_auto_build = True
+
+# -- HTML ------------------------------------------------------------------------------
+html_theme = "pydata_sphinx_theme"
+html_title = "posenc"
+html_static_path = ["_static", str(posenc_docs.stage_mathjax(DOCS))]
+html_css_files = ["posenc.css"]
+html_theme_options = {
+    "navbar_end": ["language-switcher", "theme-switcher"],
+    "secondary_sidebar_items": ["page-toc", "sourcelink"],
+    "show_toc_level": 2,
+    "navigation_with_keys": False,
+}
+html_context = {"default_mode": "light"}
+html_last_updated_fmt = None
+html_copy_source = True
+html_show_sourcelink = True
+
+# MathJax is served from the site itself (copied from the npm package), never from a CDN.
+mathjax_path = "mathjax/tex-chtml.js"
+
+# -- API reference ---------------------------------------------------------------------
+autodoc_typehints = "none"
+autodoc_member_order = "bysource"
+autodoc_default_options = {"members": True, "show-inheritance": False}
+autosummary_generate = False
+napoleon_google_docstring = False
+napoleon_numpy_docstring = True
+napoleon_use_rtype = False
+napoleon_preprocess_types = True
+
+intersphinx_mapping = {
+    name: (url, str(posenc_docs.build_inventory(DOCS / "_intersphinx" / f"{name}.txt", DOCS / "_build" / "intersphinx")))
+    for name, url in {
+        "python": "https://docs.python.org/3/",
+        "numpy": "https://numpy.org/doc/stable/",
+        "torch": "https://docs.pytorch.org/docs/stable/",
+    }.items()
+}
+intersphinx_disabled_reftypes = ["*"]
+
+# -- sphinx-gallery ------------------------------------------------------------------
+sphinx_gallery_conf = {
+    "examples_dirs": str(ROOT / "examples"),
+    "gallery_dirs": "auto_examples",
+    "filename_pattern": r"/plot_",
+    "within_subsection_order": "FileNameSortKey",
+    "reset_modules": ("matplotlib", "posenc_docs.reset_matplotlib"),
+    "reset_modules_order": "both",
+    # Timings would change the generated pages (and so the catalogues) on every run.
+    "min_reported_time": float("inf"),
+    "write_computation_times": False,
+    "show_memory": False,
+    "remove_config_comments": True,
+    "download_all_examples": False,
+    "first_notebook_cell": None,
+    "doc_module": ("posenc",),
+    "backreferences_dir": None,
+    "image_srcset": [],
+    "promote_jupyter_magic": False,
+}
+
+# -- myst-nb ---------------------------------------------------------------------------
+myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence"]
+nb_execution_mode = "cache"
+nb_execution_cache_path = str(DOCS / "_build" / ".jupyter_cache")
+nb_execution_timeout = 120
+nb_execution_raise_on_error = True
+# Anything a notebook cell writes to stderr (e.g. a missing-glyph warning) fails the build.
+nb_output_stderr = "warn"
+nb_merge_streams = True
