@@ -104,7 +104,6 @@ intersphinx_mapping = {
         "torch": "https://docs.pytorch.org/docs/stable/",
     }.items()
 }
-intersphinx_disabled_reftypes = ["*"]
 
 # -- sphinx-gallery ------------------------------------------------------------------
 sphinx_gallery_conf = {

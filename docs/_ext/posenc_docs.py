@@ -19,6 +19,9 @@ LANGUAGES = {"en": "English", "zh_CN": "简体中文"}
 #: matplotlib's message when a font lacks a character; in a figure it means tofu boxes.
 MISSING_GLYPH = r".*[Gg]lyph .* missing from (current )?font.*"
 
+#: Figure settings for examples and notebooks (CJK font fallback).
+MATPLOTLIBRC = Path(__file__).resolve().parent.parent / "matplotlibrc"
+
 
 def stage_mathjax(docs: Path) -> Path:
     """Copy the parts of MathJax 3 the site uses into ``_build/mathjax-static/mathjax``.
@@ -72,7 +75,7 @@ def reset_matplotlib(gallery_conf: dict[str, Any], fname: str) -> None:
     """
     import matplotlib
 
-    matplotlib.rc_file_defaults()
+    matplotlib.rc_file(MATPLOTLIBRC)
     warnings.filterwarnings("error", message=MISSING_GLYPH)
 
 

@@ -1,0 +1,66 @@
+# Two entry points do all the set-up on a fresh Debian machine with Python 3.11:
+#   make html   builds the whole bilingual site into docs/_build/html
+#   make test   builds the site, then runs every test (library, conformance, docs, browser)
+# See README.md and docs/dev/site-pipeline.md.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+PIN    := -c requirements/constraints.txt
+STAMP  := $(VENV)/.installed
+MATHJAX := docs/node_modules/mathjax/es5/tex-chtml.js
+
+.PHONY: help venv system assets html test test-lib i18n check-translations bench clean
+
+help:
+	@echo "make html   build the site (English and Chinese) into docs/_build/html"
+	@echo "make test   build the site and run all tests"
+	@echo "make test-lib  run the library tests only (no site build)"
+	@echo "make i18n   update the Chinese catalogues after changing English text"
+	@echo "make bench  run the speed benchmarks"
+
+# Python environment: torch pinned to the CPU build (requirements/constraints.txt), then the
+# package with its test, reference-library and docs extras.
+venv: $(STAMP)
+$(STAMP): pyproject.toml requirements/constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q $(PIN) torch==2.13.0
+	$(PIP) install -q $(PIN) -e ".[test,ref,docs]"
+	# timm is a conformance reference only; its torchvision dependency has no build that
+	# works beside the pinned CPU torch, and posenc's tests need only timm's own files.
+	$(PIP) install -q $(PIN) --no-deps timm
+	touch $@
+
+# Debian packages: headless Chromium for the browser tests, a CJK font for Chinese figure labels.
+system:
+	@bash tools/install-system-packages.sh
+
+# Front-end files served by the site itself (MathJax), so math renders offline.
+assets: $(MATHJAX)
+$(MATHJAX): docs/package.json docs/package-lock.json
+	cd docs && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+html: venv system assets
+	@PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash tools/build-site.sh
+
+test: html
+	POSENC_REQUIRE_SITE=1 $(PY) -m pytest
+
+test-lib: venv
+	$(PY) -m pytest tests --ignore=tests/docs --ignore=tests/browser
+
+i18n: venv assets
+	@PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash tools/update-catalogues.sh
+
+check-translations: venv
+	$(PY) tools/check_translations.py docs/_build/gettext docs/locale/zh_CN/LC_MESSAGES
+
+bench: venv
+	$(PY) benchmarks/bench_rope.py
+	$(PY) benchmarks/bench_sinusoidal.py
+
+clean:
+	rm -rf docs/_build docs/auto_examples
