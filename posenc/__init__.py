@@ -5,15 +5,40 @@ The public names of SPEC.md are importable from here; ``posenc.numpy``, ``posenc
 and ``posenc.models`` are submodules.
 """
 
+from posenc.alibi import alibi_bias, alibi_slopes
+from posenc.graph import laplacian_pe, random_walk_pe
 from posenc.learned import LearnedPositionalEncoding, TokenEmbedding
+from posenc.multidim import VideoPositionalEncoding, axial_rope_cos_sin, sinusoidal_2d, sinusoidal_nd
+from posenc.relative import (
+    RelativePositionEmbedding,
+    T5RelativePositionBias,
+    rel_shift,
+    relative_position_indices,
+    t5_relative_position_bucket,
+    xl_relative_embedding,
+)
 from posenc.sinusoidal import SinusoidalPositionalEncoding, sinusoidal_frequencies, sinusoidal_table
 
 __version__ = "0.1.0"
 
 __all__ = [
     "LearnedPositionalEncoding",
+    "RelativePositionEmbedding",
     "SinusoidalPositionalEncoding",
+    "T5RelativePositionBias",
     "TokenEmbedding",
+    "VideoPositionalEncoding",
+    "alibi_bias",
+    "alibi_slopes",
+    "axial_rope_cos_sin",
+    "laplacian_pe",
+    "random_walk_pe",
+    "rel_shift",
+    "relative_position_indices",
+    "sinusoidal_2d",
     "sinusoidal_frequencies",
+    "sinusoidal_nd",
     "sinusoidal_table",
+    "t5_relative_position_bucket",
+    "xl_relative_embedding",
 ]

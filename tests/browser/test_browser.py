@@ -1,0 +1,130 @@
+"""The built site in headless Chromium: loads cleanly, switches language, typesets math,
+shows its images, searches in Chinese, copies code.
+
+The site is served from docs/_build/html on 127.0.0.1 by a local HTTP server; Chromium is the
+Debian package (/usr/bin/chromium), driven by Playwright.
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import threading
+from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+EXAMPLE = "auto_examples/01_foundations/plot_word_order.html"
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+    "--no-first-run",
+]
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def base_url(site: Path) -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(site)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"Chromium not found at {CHROMIUM}: `make test` installs the Debian package chromium")
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, base_url):  # type: ignore[no-untyped-def]
+    context = browser.new_context(base_url=base_url, permissions=["clipboard-read", "clipboard-write"])
+    page = context.new_page()
+    page.problems = []  # console errors, page errors, failed requests
+    page.on("console", lambda m: page.problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+    page.on("pageerror", lambda e: page.problems.append(f"page error: {e}"))
+    page.on("requestfailed", lambda r: page.problems.append(f"request failed: {r.url}"))
+    yield page
+    context.close()
+
+
+def _open(page, path: str) -> None:  # type: ignore[no-untyped-def]
+    response = page.goto(path, wait_until="load")
+    assert response is not None and response.ok, f"{path}: HTTP {response and response.status}"
+    page.wait_for_load_state("networkidle")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh_CN"])
+@pytest.mark.parametrize("path", ["index.html", EXAMPLE])
+def test_page_loads_without_errors(page, lang: str, path: str) -> None:  # type: ignore[no-untyped-def]
+    _open(page, f"/{lang}/{path}")
+    assert page.title()
+    assert page.problems == []
+
+
+@pytest.mark.parametrize("lang", ["en", "zh_CN"])
+def test_every_image_loaded(page, lang: str) -> None:  # type: ignore[no-untyped-def]
+    _open(page, f"/{lang}/{EXAMPLE}")
+    page.evaluate("() => Promise.all([...document.images].map(i => i.decode().catch(() => null)))")
+    images = page.evaluate("() => [...document.images].map(i => [i.currentSrc || i.src, i.naturalWidth])")
+    assert len(images) >= 2
+    assert [src for src, width in images if width == 0] == []
+
+
+@pytest.mark.parametrize(("start", "other", "label"), [("en", "zh_CN", "简体中文"), ("zh_CN", "en", "English")])
+def test_switcher_opens_same_page_in_other_language(page, start: str, other: str, label: str) -> None:  # type: ignore[no-untyped-def]
+    _open(page, f"/{start}/{EXAMPLE}")
+    page.locator(".posenc-language-switcher a", has_text=label).first.click()
+    page.wait_for_load_state("load")
+    assert page.url.endswith(f"/{other}/{EXAMPLE}")
+    assert page.evaluate("() => document.documentElement.lang") == ("zh-CN" if other == "zh_CN" else "en")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh_CN"])
+def test_math_is_typeset(page, lang: str) -> None:  # type: ignore[no-untyped-def]
+    _open(page, f"/{lang}/properties/boundedness.html")
+    page.wait_for_selector("mjx-container", timeout=20_000)
+    assert page.locator("mjx-container").count() >= 3
+    text = page.inner_text("article")
+    for raw in ("\\lVert", "\\sum", "$$", "\\(", "\\["):
+        assert raw not in text, f"raw TeX {raw!r} visible on the page"
+    assert page.problems == []
+
+
+def test_chinese_search_finds_results(page) -> None:  # type: ignore[no-untyped-def]
+    _open(page, "/zh_CN/search.html?q=%E4%BD%8D%E7%BD%AE%E7%BC%96%E7%A0%81")  # 位置编码
+    results = page.locator("#search-results ul.search li")
+    results.first.wait_for(timeout=20_000)
+    assert results.count() >= 1
+    assert page.problems == []
+
+
+def test_copy_button_copies_code(page) -> None:  # type: ignore[no-untyped-def]
+    _open(page, "/en/" + EXAMPLE)
+    block = page.locator("div.highlight-Python").first
+    expected = block.locator("pre").inner_text()
+    block.hover()
+    block.locator("button.copybtn").click()
+    copied = page.evaluate("() => navigator.clipboard.readText()")
+    assert copied.strip() == expected.strip()
+    assert "import posenc" in copied or "import" in copied

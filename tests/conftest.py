@@ -1,0 +1,22 @@
+"""Shared fixtures: the built site for the docs and browser tests."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SITE = ROOT / "docs" / "_build" / "html"
+
+
+@pytest.fixture(scope="session")
+def site() -> Path:
+    """The built static tree; `make test` builds it first and sets POSENC_REQUIRE_SITE=1."""
+    if not (SITE / "en" / "index.html").is_file() or not (SITE / "zh_CN" / "index.html").is_file():
+        message = f"the site is not built in {SITE}: run `make html` (or `make test`)"
+        if os.environ.get("POSENC_REQUIRE_SITE"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return SITE

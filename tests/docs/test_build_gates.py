@@ -1,0 +1,91 @@
+"""The build's quality gates fail when they should: a failing example, a missing glyph.
+
+Each test builds a one-example site with the real docs/conf.py (through a two-line conf that
+runs it and points the gallery at a temporary folder).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+
+pytestmark = pytest.mark.skipif(
+    not (DOCS / "node_modules" / "mathjax").is_dir(), reason="docs assets not installed: run make html"
+)
+
+
+def _build(tmp_path: Path, example: str) -> subprocess.CompletedProcess[str]:
+    src, examples = tmp_path / "src", tmp_path / "examples"
+    src.mkdir()
+    examples.mkdir()
+    (examples / "README.rst").write_text("Gallery\n=======\n")
+    (examples / "plot_case.py").write_text(textwrap.dedent(example))
+    (src / "index.rst").write_text("Test\n====\n\n.. toctree::\n\n   auto_examples/index\n")
+    (src / "conf.py").write_text(
+        textwrap.dedent(
+            f"""
+            import runpy
+            globals().update(runpy.run_path({str(DOCS / "conf.py")!r}))
+            sphinx_gallery_conf = dict(sphinx_gallery_conf, examples_dirs={str(examples)!r})
+            templates_path = [{str(DOCS / "_templates")!r}]
+            html_static_path = [{str(DOCS / "_static")!r}] + html_static_path[1:]
+            """
+        )
+    )
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    return subprocess.run(
+        [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-n", "-q", str(src), str(tmp_path / "out")],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+
+
+def test_control_example_builds(tmp_path: Path) -> None:
+    result = _build(tmp_path, '''
+        """
+        Fine
+        ====
+        """
+        import matplotlib.pyplot as plt
+
+        plt.plot([0, 1])
+        plt.title("位置编码 positional encoding")
+        plt.show()
+    ''')
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_failing_example_fails_the_build(tmp_path: Path) -> None:
+    result = _build(tmp_path, '''
+        """
+        Broken
+        ======
+        """
+        raise RuntimeError("this example is broken")
+    ''')
+    assert result.returncode != 0
+    assert "this example is broken" in result.stdout + result.stderr
+
+
+def test_missing_glyph_fails_the_build(tmp_path: Path) -> None:
+    # U+13000 (an Egyptian hieroglyph) is in neither DejaVu Sans nor Noto Sans CJK.
+    result = _build(tmp_path, '''
+        """
+        Tofu
+        ====
+        """
+        import matplotlib.pyplot as plt
+
+        plt.plot([0, 1])
+        plt.title("\\U00013000")
+        plt.show()
+    ''')
+    assert result.returncode != 0
+    assert "missing from font" in result.stdout + result.stderr

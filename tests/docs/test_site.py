@@ -1,0 +1,153 @@
+"""Checks on the built static site: both languages, relative links, offline assets, catalogues."""
+
+from __future__ import annotations
+
+import re
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+
+import check_translations  # noqa: E402
+
+EXAMPLE = "auto_examples/01_foundations/plot_word_order"
+
+
+class _Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.refs: list[tuple[str, str, str]] = []  # (tag, attribute, value)
+        self.lang: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        for name, value in attrs:
+            if tag == "html" and name == "lang":
+                self.lang = value
+            if name in ("href", "src") and value:
+                self.refs.append((tag, name, value))
+
+
+def _parse(page: Path) -> _Links:
+    parser = _Links()
+    parser.feed(page.read_text(encoding="utf-8"))
+    return parser
+
+
+def _pages(tree: Path) -> list[Path]:
+    return sorted(p for p in tree.rglob("*.html") if "_sources" not in p.parts and "_modules" not in p.parts)
+
+
+def test_root_index_links_both_languages(site: Path) -> None:
+    refs = {value for _, _, value in _parse(site / "index.html").refs}
+    assert {"en/index.html", "zh_CN/index.html"} <= refs
+
+
+def test_every_page_exists_in_both_languages(site: Path) -> None:
+    en = {p.relative_to(site / "en") for p in _pages(site / "en")}
+    zh = {p.relative_to(site / "zh_CN") for p in _pages(site / "zh_CN")}
+    assert en == zh
+    assert Path(EXAMPLE + ".html") in en
+
+
+@pytest.mark.parametrize("lang", ["en", "zh_CN"])
+def test_links_are_relative_and_resolve(site: Path, lang: str) -> None:
+    """No root-relative or CDN URLs, and every local link points at a file of the tree."""
+    broken, absolute, remote_assets = [], [], []
+    for page in _pages(site / lang):
+        for tag, attr, value in _parse(page).refs:
+            url = urlsplit(value)
+            if url.scheme in ("http", "https") or value.startswith("//"):
+                # Outbound links are fine; scripts, images and frames must come from the site.
+                if tag in ("script", "img", "iframe"):
+                    remote_assets.append((page.name, value))
+                continue
+            if url.scheme in ("mailto", "data", "javascript") or not url.path:
+                continue
+            if value.startswith("/"):
+                absolute.append((page.name, value))
+                continue
+            target = (page.parent / unquote(url.path)).resolve()
+            if not target.exists():
+                broken.append((str(page.relative_to(site)), value))
+    assert not absolute, f"root-relative links break when the site is served from a sub-path: {absolute[:5]}"
+    assert not remote_assets, f"assets loaded from the network: {remote_assets[:5]}"
+    assert not broken, f"links to missing files: {broken[:10]}"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh_CN"])
+def test_no_cdn_in_pages(site: Path, lang: str) -> None:
+    pattern = re.compile(r"""<(script|link)[^>]+(src|href)=["'](https?:)?//""")
+    offenders = [p.name for p in _pages(site / lang) if pattern.search(p.read_text(encoding="utf-8"))]
+    assert not offenders
+
+
+def test_math_is_served_locally(site: Path) -> None:
+    page = site / "en" / "properties" / "boundedness.html"
+    scripts = [value for tag, _, value in _parse(page).refs if tag == "script"]
+    mathjax = [s for s in scripts if s.endswith("mathjax/tex-chtml.js")]
+    assert mathjax, scripts
+    assert (page.parent / mathjax[0]).resolve().is_file()
+    assert (site / "en" / "_static" / "mathjax" / "output" / "chtml" / "fonts" / "woff-v2").is_dir()
+
+
+@pytest.mark.parametrize("lang", ["en", "zh_CN"])
+def test_example_offers_script_and_notebook(site: Path, lang: str) -> None:
+    page = site / lang / (EXAMPLE + ".html")
+    downloads = [value for _, _, value in _parse(page).refs if "_downloads" in value]
+    suffixes = {Path(d).suffix for d in downloads}
+    assert {".py", ".ipynb"} <= suffixes
+    for d in downloads:
+        assert (page.parent / d).resolve().is_file()
+
+
+def test_example_figures_are_shared_and_present(site: Path) -> None:
+    for lang in ("en", "zh_CN"):
+        page = site / lang / (EXAMPLE + ".html")
+        images = [value for tag, _, value in _parse(page).refs if tag == "img" and "sphx_glr_plot_word_order" in value]
+        assert len(images) >= 2, images
+        for image in images:
+            assert (page.parent / image).resolve().stat().st_size > 1000
+
+
+def test_language_attribute_and_switcher(site: Path) -> None:
+    for lang, html_lang in (("en", "en"), ("zh_CN", "zh-CN")):
+        page = site / lang / (EXAMPLE + ".html")
+        parsed = _parse(page)
+        assert parsed.lang == html_lang
+        other = "zh_CN" if lang == "en" else "en"
+        switch = [v for tag, _, v in parsed.refs if tag == "a" and f"/{other}/" in v and v.endswith("plot_word_order.html")]
+        assert switch, "no link to the same page in the other language"
+        assert (page.parent / switch[0]).resolve() == (site / other / (EXAMPLE + ".html")).resolve()
+
+
+def test_chinese_pages_are_in_chinese(site: Path) -> None:
+    text = (site / "zh_CN" / (EXAMPLE + ".html")).read_text(encoding="utf-8")
+    body = re.sub(r"<[^>]+>", " ", text.split("<article", 1)[1])
+    han = len(re.findall(r"[\u4e00-\u9fff]", body))
+    assert han > 300, f"only {han} Chinese characters on the Chinese example page"
+    assert "位置编码" in body
+
+
+def test_chinese_search_index_is_segmented(site: Path) -> None:
+    index = (site / "zh_CN" / "searchindex.js").read_text(encoding="utf-8")
+    # jieba splits Chinese text into words; without it Sphinx would index whole runs of characters.
+    assert '"位置"' in index or '"位置编码"' in index
+
+
+def test_catalogues_are_complete() -> None:
+    pot = ROOT / "docs" / "_build" / "gettext"
+    if not pot.is_dir():
+        pytest.skip("no gettext output: run make html")
+    assert check_translations.problems(pot, ROOT / "docs" / "locale" / "zh_CN" / "LC_MESSAGES") == []
+
+
+def test_catalogues_hold_no_run_dependent_text() -> None:
+    """Timings or memory figures in messages would change the catalogues on every build."""
+    pattern = re.compile(r"msgid .*(running time|seconds\)|\bMB\b|minutes [0-9.]+ seconds)", re.IGNORECASE)
+    for po in (ROOT / "docs" / "locale").rglob("*.po"):
+        assert not pattern.search(po.read_text(encoding="utf-8")), po
