@@ -6,6 +6,7 @@ and ``posenc.models`` are submodules.
 """
 
 from posenc.alibi import alibi_bias, alibi_slopes
+from posenc.cope import CoPE, cope_logits, cope_positions
 from posenc.graph import laplacian_pe, random_walk_pe
 from posenc.learned import LearnedPositionalEncoding, TokenEmbedding
 from posenc.multidim import VideoPositionalEncoding, axial_rope_cos_sin, sinusoidal_2d, sinusoidal_nd
@@ -17,11 +18,32 @@ from posenc.relative import (
     t5_relative_position_bucket,
     xl_relative_embedding,
 )
+from posenc.rope import (
+    RotaryEmbedding,
+    apply_rope,
+    half_to_interleaved,
+    interleaved_to_half,
+    permute_for_half_layout,
+    rope_cos_sin,
+    rope_inv_freq,
+)
 from posenc.sinusoidal import SinusoidalPositionalEncoding, sinusoidal_frequencies, sinusoidal_table
+
+from posenc import diagnostics, models, numpy  # noqa: E402  (submodules: posenc.diagnostics, ...)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CoPE",
+    "RotaryEmbedding",
+    "apply_rope",
+    "cope_logits",
+    "cope_positions",
+    "half_to_interleaved",
+    "interleaved_to_half",
+    "permute_for_half_layout",
+    "rope_cos_sin",
+    "rope_inv_freq",
     "LearnedPositionalEncoding",
     "RelativePositionEmbedding",
     "SinusoidalPositionalEncoding",

@@ -314,7 +314,7 @@ def xl_relative_embedding(
     r"""Transformer-XL's sinusoidal encodings of the distances ``k_len - 1 … 0``.
 
     Row :math:`r` encodes distance :math:`p_r = \min(k - 1 - r, c)` (``c`` = ``clamp_len``) in
-    the ``"concat"`` style of :func:`~posenc.sinusoidal.sinusoidal_table`:
+    the ``"concat"`` style of :func:`~posenc.sinusoidal_table`:
 
     .. math::
 

@@ -1,0 +1,237 @@
+"""Tests for posenc.models: one Transformer, nine position encodings."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from posenc.alibi import alibi_bias
+from posenc.models import POSITIONS, CausalLM, EncoderClassifier, Transformer, TransformerConfig
+from posenc.relative import relative_position_indices
+from posenc.sinusoidal import sinusoidal_table
+
+VOCAB, DIM, HEADS, SEQ = 11, 16, 2, 7
+RELATIVE = ("shaw", "xl", "t5", "rope", "alibi")  # scores depend on i - j only
+POSITION_PARAMS = {  # parameter-name fragments that only the given encoding creates
+    "none": (),
+    "sinusoidal": (),
+    "learned": ("absolute.weight",),
+    "shaw": ("rel_k.", "rel_v."),
+    "xl": ("r_proj.", "attn.u", "attn.v"),
+    "t5": ("t5.",),
+    "rope": (),
+    "alibi": (),
+    "cope": ("cope.pos_emb",),
+}
+
+
+def config(position: str, **kwargs) -> TransformerConfig:
+    options = dict(vocab_size=VOCAB, dim=DIM, num_heads=HEADS, num_layers=2, max_len=32, position=position)
+    options.update(kwargs)
+    return TransformerConfig(**options)
+
+
+def tokens(batch: int = 2, seq: int = SEQ, seed: int = 0) -> torch.Tensor:
+    return torch.randint(0, VOCAB, (batch, seq), generator=torch.Generator().manual_seed(seed))
+
+
+def perturbed(model: torch.nn.Module) -> torch.nn.Module:
+    """float64, eval mode, and no parameter left at an exact zero/one initialisation (e.g. CoPE)."""
+    torch.manual_seed(1)
+    model = model.double().eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    return model
+
+
+@pytest.mark.parametrize("position", POSITIONS)
+def test_forward_shapes(position):
+    x = tokens()
+    assert Transformer(config(position))(x).shape == (2, SEQ, DIM)
+    assert Transformer(config(position, causal=True))(x).shape == (2, SEQ, DIM)
+    assert EncoderClassifier(config(position), num_classes=3)(x).shape == (2, 3)
+    assert CausalLM(config(position, causal=True))(x).shape == (2, SEQ, VOCAB)
+    assert CausalLM(config(position, causal=True), tie_weights=False)(x).shape == (2, SEQ, VOCAB)
+
+
+@pytest.mark.parametrize("position", POSITIONS)
+def test_causal_lm_does_not_see_the_future(position):
+    model = perturbed(CausalLM(config(position, causal=True), tie_weights=False))
+    x = tokens(seq=SEQ)
+    changed = x.clone()
+    changed[:, 4] = (changed[:, 4] + 1) % VOCAB
+    before, after = model(x), model(changed)
+    torch.testing.assert_close(before[:, :4], after[:, :4], rtol=0, atol=1e-12)
+    assert (before[:, 4:] - after[:, 4:]).abs().amax() > 1e-6
+
+
+@pytest.mark.parametrize("position", POSITIONS)
+def test_only_none_is_permutation_equivariant(position):
+    model = perturbed(Transformer(config(position)))
+    x = tokens()
+    perm = torch.tensor([3, 0, 6, 1, 5, 2, 4])
+    gap = (model(x[:, perm]) - model(x)[:, perm]).abs().amax()
+    if position == "none":
+        assert gap < 1e-12
+    else:
+        assert gap > 1e-4
+
+
+@pytest.mark.parametrize("position", RELATIVE)
+@pytest.mark.parametrize("causal", [False, True])
+def test_relative_encodings_score_by_offset_only(position, causal):
+    # The same two tokens at positions (1, 3) and (4, 6) get the same first-layer logit.
+    model = perturbed(Transformer(config(position, causal=causal)))
+    x = tokens(batch=1, seq=SEQ)
+    x[0, 4], x[0, 6] = x[0, 1], x[0, 3]
+    logits = first_layer_logits(model, x)
+    # RotaryEmbedding's cos/sin cache holds float32 values even in a float64 model.
+    atol = 1e-7 if position == "rope" else 1e-12
+    torch.testing.assert_close(logits[..., 3, 1], logits[..., 6, 4], rtol=0, atol=atol)
+    if not causal:
+        torch.testing.assert_close(logits[..., 1, 3], logits[..., 4, 6], rtol=0, atol=atol)
+    absolute = perturbed(Transformer(config("learned", causal=causal)))
+    absolute_logits = first_layer_logits(absolute, x)
+    assert (absolute_logits[..., 3, 1] - absolute_logits[..., 6, 4]).abs().amax() > 1e-3
+
+
+def first_layer_logits(model: Transformer, x: torch.Tensor) -> torch.Tensor:
+    hidden = model.embed(x)
+    if model.absolute is not None:
+        hidden = model.absolute(hidden)
+    block = model.blocks[0]
+    return block.attn.scores(block.norm1(hidden), model._shared(x.shape[1], hidden))[0]
+
+
+def qkv(model: Transformer, x: torch.Tensor):
+    block = model.blocks[0]
+    hidden = block.norm1(model.embed(x))
+    q, k, v = block.attn.qkv(hidden).view(1, x.shape[1], 3, HEADS, DIM // HEADS).permute(2, 0, 3, 1, 4)
+    return block.attn, q[0], k[0]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_xl_logits_match_the_formula(causal):
+    # ((q_i + u) . k_j + (q_i + v) . W_R R_{i-j}) / sqrt(d_h), R the "concat" sinusoid of i - j.
+    model = perturbed(Transformer(config("xl", causal=causal)))
+    x = tokens(batch=1)
+    attn, q, k = qkv(model, x)
+    logits = first_layer_logits(model, x)[0]
+    for i in range(SEQ):
+        for j in range(SEQ if not causal else i + 1):
+            r = attn.r_proj(sinusoidal_table(1, DIM, style="concat", offset=i - j, dtype=torch.float64))
+            r = r.view(HEADS, DIM // HEADS)
+            expected = ((q[:, i] + attn.u) * k[:, j]).sum(-1) + ((q[:, i] + attn.v) * r).sum(-1)
+            torch.testing.assert_close(logits[:, i, j], expected / math.sqrt(DIM // HEADS))
+    if causal:
+        assert torch.isneginf(logits.triu(1)[logits.triu(1) != 0]).all()
+
+
+def test_shaw_and_alibi_logits_match_the_formula():
+    model = perturbed(Transformer(config("shaw", max_relative_position=2)))
+    x = tokens(batch=1)
+    attn, q, k = qkv(model, x)
+    table = attn.rel_k.embedding.weight
+    index = relative_position_indices(SEQ, SEQ, 2)
+    expected = torch.einsum("hid,hijd->hij", q, k[:, None, :, :] + table[index][None])
+    torch.testing.assert_close(first_layer_logits(model, x)[0], expected / math.sqrt(DIM // HEADS))
+
+    model = perturbed(Transformer(config("alibi", causal=True)))
+    attn, q, k = qkv(model, x)
+    expected = q @ k.transpose(-1, -2) / math.sqrt(DIM // HEADS) + alibi_bias(HEADS, SEQ, dtype=torch.float64)
+    expected = expected.masked_fill(torch.ones(SEQ, SEQ, dtype=torch.bool).triu(1), float("-inf"))
+    torch.testing.assert_close(first_layer_logits(model, x)[0], expected)
+
+
+@pytest.mark.parametrize("position", POSITIONS)
+def test_every_parameter_gets_gradient(position):
+    torch.manual_seed(0)
+    lm = CausalLM(config(position, causal=True, num_layers=1), tie_weights=False)
+    clf = EncoderClassifier(config(position, num_layers=1), num_classes=3)
+    x = tokens()
+    loss = torch.nn.functional.cross_entropy(lm(x).flatten(0, 1), x.flatten())
+    loss = loss + torch.nn.functional.cross_entropy(clf(x), torch.tensor([0, 2]))
+    loss.backward()
+    for name, p in [*lm.named_parameters(), *clf.named_parameters()]:
+        assert p.grad is not None and p.grad.abs().sum() > 0, name
+
+
+@pytest.mark.parametrize("position", POSITIONS)
+def test_position_is_the_only_difference(position):
+    # Same seed: the extra parameters are exactly the encoding's, the shared ones are identical.
+    torch.manual_seed(0)
+    baseline = Transformer(config("none")).state_dict()
+    torch.manual_seed(0)
+    params = dict(Transformer(config(position)).named_parameters())
+    extra = {name for name in params if name not in baseline}
+    fragments = POSITION_PARAMS[position]
+    assert all(any(f in name for f in fragments) for name in extra)
+    assert all(any(f in name for name in extra) for f in fragments)
+    for name, p in params.items():
+        if name in baseline:
+            assert torch.equal(p, baseline[name]), name
+
+
+def test_eval_mode_is_deterministic():
+    model = CausalLM(config("rope", causal=True, dropout=0.3))
+    x = tokens()
+    model.eval()
+    assert torch.equal(model(x), model(x))
+    model.train()
+    assert not torch.equal(model(x), model(x))
+
+
+def test_longer_than_max_len():
+    x = tokens(seq=40)  # max_len is 32
+    for position in ("sinusoidal", "rope", "alibi", "t5", "shaw", "xl", "cope"):
+        assert Transformer(config(position))(x).shape == (2, 40, DIM)
+    with pytest.raises(ValueError, match="max_len=32"):
+        Transformer(config("learned"))(x)
+
+
+def test_dtype_follows_the_model():
+    x = tokens()
+    for position in ("alibi", "xl", "t5", "rope"):
+        out = Transformer(config(position, causal=True)).double()(x)
+        assert out.dtype == torch.float64
+
+
+def test_compiles_fullgraph():
+    model = CausalLM(config("xl", causal=True, num_layers=1)).eval()
+    x = tokens()
+    compiled = torch.compile(model, fullgraph=True, backend="eager")
+    torch.testing.assert_close(compiled(x), model(x))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"position": "absolute"}, ValueError, "position must be one of 'none', 'sinusoidal'.*'cope'"),
+        ({"num_heads": 3}, ValueError, "num_heads must divide dim=16"),
+        ({"position": "rope", "dim": 12, "num_heads": 4}, ValueError, "head_dim must be even"),
+        ({"dim": 0}, ValueError, "dim"),
+        ({"num_layers": 1.5}, TypeError, "num_layers"),
+        ({"dropout": 1.0}, ValueError, "dropout"),
+        ({"causal": 1}, TypeError, "causal"),
+        ({"rope_base": -1.0}, ValueError, "rope_base"),
+        ({"cope_max_pos": 0}, ValueError, "cope_max_pos"),
+    ],
+)
+def test_bad_config(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        config(kwargs.pop("position", "none"), **kwargs)
+
+
+def test_bad_model_arguments():
+    with pytest.raises(ValueError, match="causal"):
+        CausalLM(config("rope"))
+    with pytest.raises(ValueError, match="num_classes"):
+        EncoderClassifier(config("rope"), num_classes=0)
+    model = Transformer(config("none"))
+    with pytest.raises(TypeError, match="tokens"):
+        model(torch.zeros(2, 3))
+    with pytest.raises(ValueError, match="tokens must be 2-D"):
+        model(torch.zeros(3, dtype=torch.long))
