@@ -89,7 +89,9 @@ mathjax_path = "mathjax/tex-chtml.js"
 # -- API reference ---------------------------------------------------------------------
 autodoc_typehints = "none"
 autodoc_member_order = "bysource"
-autodoc_default_options = {"members": True, "show-inheritance": False}
+autodoc_default_options: dict[str, object] = {}
+# Our modules document themselves; inherited torch docstrings (extra_repr...) would not be ours.
+autodoc_inherit_docstrings = False
 autosummary_generate = False
 napoleon_google_docstring = False
 napoleon_numpy_docstring = True
