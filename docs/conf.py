@@ -49,6 +49,7 @@ exclude_patterns = [
     "**.ipynb_checkpoints",
     # sphinx-gallery writes a notebook beside each generated page, for download only:
     # myst-nb must not read it as a second copy of the example.
+    "auto_examples/*.ipynb",
     "auto_examples/**/*.ipynb",
 ]
 templates_path = ["_templates"]
@@ -72,6 +73,7 @@ html_theme = "pydata_sphinx_theme"
 html_title = "posenc"
 html_static_path = ["_static", str(posenc_docs.stage_mathjax(DOCS))]
 html_css_files = ["posenc.css"]
+html_favicon = "_static/favicon.svg"
 html_theme_options = {
     "navbar_end": ["language-switcher", "theme-switcher"],
     "secondary_sidebar_items": ["page-toc", "sourcelink"],

@@ -95,6 +95,12 @@ def _other_language_links(app: Any, pagename: str, templatename: str, context: d
     context["posenc_language"] = current
 
 
+def _chinese_search_fix(app: Any) -> None:
+    if (app.config.language or "").startswith("zh"):
+        app.add_js_file("posenc-zh-search.js")
+
+
 def setup(app: Any) -> dict[str, Any]:
     app.connect("html-page-context", _other_language_links)
+    app.connect("builder-inited", _chinese_search_fix)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -37,6 +37,7 @@ def _build(tmp_path: Path, example: str) -> subprocess.CompletedProcess[str]:
             sphinx_gallery_conf = dict(sphinx_gallery_conf, examples_dirs={str(examples)!r})
             templates_path = [{str(DOCS / "_templates")!r}]
             html_static_path = [{str(DOCS / "_static")!r}] + html_static_path[1:]
+            html_favicon = {str(DOCS / "_static" / "favicon.svg")!r}
             """
         )
     )
