@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from posenc._dtypes import round_once
 from posenc._checks import check_float_dtype, check_positive_int
 
 __all__ = ["alibi_slopes", "alibi_bias"]
@@ -57,7 +58,7 @@ def alibi_slopes(
     """
     num_heads = check_positive_int("num_heads", num_heads)
     dtype = check_float_dtype("dtype", dtype) or torch.get_default_dtype()
-    return _slopes_float64(num_heads, device).to(dtype)
+    return round_once(_slopes_float64(num_heads, device), dtype)
 
 
 def alibi_bias(
@@ -118,4 +119,4 @@ def alibi_bias(
     queries = keys[k_len - q_len :]
     distance = (queries[:, None] - keys[None, :]).abs()
     # ``0.0 - x`` rather than ``-x``: the diagonal is +0.0, not -0.0.
-    return (0.0 - _slopes_float64(num_heads, device)[:, None, None] * distance).to(dtype)
+    return round_once(0.0 - _slopes_float64(num_heads, device)[:, None, None] * distance, dtype)

@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 import torch
 
+from posenc._dtypes import round_once
 from posenc._checks import (
     check_choice,
     check_even,
@@ -132,7 +133,7 @@ def relative_rotation(
     angles = k * sinusoidal_frequencies(dim, base=base, device=device)
     cos, sin = torch.cos(angles), torch.sin(angles)
     blocks = torch.stack([torch.stack([cos, -sin], -1), torch.stack([sin, cos], -1)], -2)
-    return torch.block_diag(*blocks).to(dtype)
+    return round_once(torch.block_diag(*blocks), dtype)
 
 
 def dot_product_by_offset(pe: torch.Tensor) -> torch.Tensor:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from posenc._dtypes import round_once
 from posenc._checks import check_float_dtype, check_positive_int
 
 __all__ = ["laplacian_pe", "random_walk_pe"]
@@ -110,7 +111,7 @@ def laplacian_pe(
     is_top = size >= size.amax(dim=0) - _SIGN_TIE_TOL
     top = is_top.to(torch.uint8).argmax(dim=0)  # first (lowest-index) maximal entry
     signs = torch.sign(vecs.gather(0, top[None, :]))
-    return (vecs * signs).to(dtype)
+    return round_once(vecs * signs, dtype)
 
 
 def random_walk_pe(
@@ -168,4 +169,4 @@ def random_walk_pe(
     for _ in range(walk_length - 1):
         power = power @ walk
         steps.append(power.diagonal())
-    return torch.stack(steps, dim=1).to(dtype)
+    return round_once(torch.stack(steps, dim=1), dtype)

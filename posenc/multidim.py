@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from posenc._dtypes import round_once
 from posenc._checks import (
     check_choice,
     check_float_dtype,
@@ -115,7 +116,7 @@ def sinusoidal_nd(
         view = [1] * n + [block]
         view[axis] = size
         blocks.append(table.view(view).expand(*sizes, block))
-    return torch.cat(blocks, dim=-1)[..., :dim].to(dtype)
+    return round_once(torch.cat(blocks, dim=-1)[..., :dim], dtype)
 
 
 def _grid_frequencies(dim: int, base: float, device: torch.device | str | None) -> torch.Tensor:
@@ -199,7 +200,7 @@ def sinusoidal_2d(
     rows, cols = _grid_coordinates(height, width, device)
     r, c = rows[:, None] * freqs, cols[:, None] * freqs
     parts = [c.sin(), c.cos(), r.sin(), r.cos()] if style == "mae" else [r.sin(), c.sin(), r.cos(), c.cos()]
-    return torch.cat(parts, dim=1).to(dtype)
+    return round_once(torch.cat(parts, dim=1), dtype)
 
 
 def axial_rope_cos_sin(
@@ -268,7 +269,7 @@ def axial_rope_cos_sin(
     rows, cols = _grid_coordinates(height, width, device)
     angles = torch.cat([rows[:, None] * freqs, cols[:, None] * freqs], dim=1)
     angles = torch.cat([angles, angles], dim=1) if layout == "half" else angles.repeat_interleave(2, dim=1)
-    return angles.cos().to(dtype), angles.sin().to(dtype)
+    return round_once(angles.cos(), dtype), round_once(angles.sin(), dtype)
 
 
 class VideoPositionalEncoding(nn.Module):

@@ -29,6 +29,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from posenc._dtypes import round_once
 from posenc._checks import (
     check_choice,
     check_even,
@@ -473,7 +474,7 @@ def rope_inv_freq(
     if seq_len is not None:
         seq_len = check_positive_int("seq_len", seq_len)
     dtype = check_float_dtype("dtype", dtype) or torch.float64
-    return _inv_freq(spec, seq_len, device).to(dtype), spec.attention_factor
+    return round_once(_inv_freq(spec, seq_len, device), dtype), spec.attention_factor
 
 
 # --------------------------------------------------------------------------------------------
@@ -497,7 +498,7 @@ def _cos_sin(
     else:
         cos = torch.stack((cos, cos), dim=-1).flatten(-2)
         sin = torch.stack((sin, sin), dim=-1).flatten(-2)
-    return cos.to(dtype), sin.to(dtype)
+    return round_once(cos, dtype), round_once(sin, dtype)
 
 
 def rope_cos_sin(
