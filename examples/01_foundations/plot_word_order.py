@@ -95,7 +95,8 @@ with torch.no_grad():
         ax.set_title(label)
         for i in range(len(a)):
             for j in range(len(b)):
-                ax.text(j, i, f"{sim[i, j]:.2f}", ha="center", va="center", fontsize=9)
+                color = "white" if abs(sim[i, j]) > 0.6 else "black"  # readable on dark cells
+                ax.text(j, i, f"{sim[i, j]:.2f}", ha="center", va="center", fontsize=9, color=color)
 fig.colorbar(im, ax=axes, label="cosine similarity")
 fig.suptitle("Output similarity, word by word / 逐词输出相似度")
 plt.show()
