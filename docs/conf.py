@@ -46,6 +46,7 @@ exclude_patterns = [
     "node_modules",
     "_intersphinx",
     "_root",
+    "_search",
     "**.ipynb_checkpoints",
     # sphinx-gallery writes a notebook beside each generated page, for download only:
     # myst-nb must not read it as a second copy of the example.
@@ -83,6 +84,9 @@ html_theme_options = {
 html_context = {"default_mode": "light"}
 html_last_updated_fmt = None
 html_copy_source = True
+# Chinese search segments text with jieba; the glossary's terms are added to its dictionary so
+# that a query such as 位置编码 matches as one word (jieba alone splits it into 位置 / 编码).
+html_search_options = {"dict": str(DOCS / "_search" / "zh_terms.txt")}
 html_show_sourcelink = True
 
 # MathJax is served from the site itself (copied from the npm package), never from a CDN.

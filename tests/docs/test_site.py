@@ -139,7 +139,12 @@ def test_chinese_search_index_is_segmented(site: Path) -> None:
     text = (site / "zh_CN" / "searchindex.js").read_text(encoding="utf-8")
     index = json.loads(text[text.index("(") + 1 : text.rindex(")")])
     # jieba splits Chinese text into words; without it Sphinx would index whole runs of characters.
-    assert {"位置", "编码"} <= set(index["terms"])
+    assert {"位置", "编码", "位置编码", "旋转位置编码"} <= set(index["terms"])
+    pages = set()
+    for table in ("terms", "titleterms"):  # Sphinx lists a page under one of the two
+        found = index[table].get("位置编码", [])
+        pages |= set(found if isinstance(found, list) else [found])
+    assert len(pages) >= 3
 
 
 def test_catalogues_are_complete() -> None:
