@@ -47,7 +47,7 @@ html: venv system assets
 	@PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash tools/build-site.sh
 
 test: html
-	POSENC_REQUIRE_SITE=1 $(PY) -m pytest
+	POSENC_REQUIRE_SITE=1 POSENC_REQUIRE_REFERENCES=1 $(PY) -m pytest
 
 test-lib: venv
 	$(PY) -m pytest tests --ignore=tests/docs --ignore=tests/browser

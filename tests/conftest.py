@@ -20,3 +20,11 @@ def site() -> Path:
             pytest.fail(message)
         pytest.skip(message)
     return SITE
+
+
+# Property tests run with a fixed seed and no per-example deadline: the same examples every run,
+# and no spurious failures on a loaded two-core CI machine.
+from hypothesis import settings  # noqa: E402
+
+settings.register_profile("posenc", deadline=None, derandomize=True)
+settings.load_profile("posenc")

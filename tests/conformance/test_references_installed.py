@@ -1,0 +1,23 @@
+"""Conformance tests skip when their reference package is missing; `make test` must not.
+
+`make test` sets POSENC_REQUIRE_REFERENCES=1, so a reference that failed to install (or stopped
+importing) fails the run instead of silently skipping its conformance tests.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+
+import pytest
+
+REFERENCES = ["transformers", "x_transformers", "rotary_embedding_torch", "positional_encodings", "timm", "torch_geometric", "scipy"]
+
+
+@pytest.mark.skipif(not os.environ.get("POSENC_REQUIRE_REFERENCES"), reason="set by `make test` only")
+@pytest.mark.parametrize("package", REFERENCES)
+def test_reference_package_is_installed(package: str) -> None:
+    assert importlib.util.find_spec(package) is not None, f"{package} is not installed: run `make venv`"
+    if package != "timm":  # timm is read file by file (its torchvision import is unavailable)
+        importlib.import_module(package)
