@@ -11,7 +11,7 @@ PIN    := -c requirements/constraints.txt
 STAMP  := $(VENV)/.installed
 MATHJAX := docs/node_modules/mathjax/es5/tex-chtml.js
 
-.PHONY: help venv system assets html test test-lib i18n check-translations bench clean
+.PHONY: help venv fonts browser assets html test test-lib i18n check-translations bench clean
 
 help:
 	@echo "make html   build the site (English and Chinese) into docs/_build/html"
@@ -33,9 +33,11 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 	$(PIP) install -q $(PIN) --no-deps timm
 	touch $@
 
-# Debian packages: headless Chromium for the browser tests, a CJK font for Chinese figure labels.
-system:
-	@bash tools/install-system-packages.sh
+# Debian packages: a CJK font for Chinese figure labels, headless Chromium for the browser tests.
+fonts:
+	@bash tools/install-system-packages.sh fonts-noto-cjk
+browser:
+	@bash tools/install-system-packages.sh chromium chromium-driver
 
 # Front-end files served by the site itself (MathJax), so math renders offline.
 assets: $(MATHJAX)
@@ -43,10 +45,10 @@ $(MATHJAX): docs/package.json docs/package-lock.json
 	cd docs && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-html: venv system assets
+html: venv fonts assets
 	@PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash tools/build-site.sh
 
-test: html
+test: html browser
 	POSENC_REQUIRE_SITE=1 POSENC_REQUIRE_REFERENCES=1 $(PY) -m pytest
 
 test-lib: venv

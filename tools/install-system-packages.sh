@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the site build and the browser tests need, where apt exists.
-#   chromium, chromium-driver  headless browser for tests/browser
-#   fonts-noto-cjk             Chinese glyphs in figures (matplotlib falls back to it)
+# Installs the Debian packages given as arguments, where apt exists and they are missing.
+#   make html  -> fonts-noto-cjk             (Chinese glyphs in figures; matplotlib falls back to it)
+#   make test  -> chromium chromium-driver   (headless browser for tests/browser)
 set -euo pipefail
-packages=(chromium chromium-driver fonts-noto-cjk)
+packages=("$@")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
