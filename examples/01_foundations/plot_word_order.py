@@ -12,8 +12,8 @@ through one layer, with and without a sinusoidal positional encoding, and measur
 # Setup
 # -----
 # A word-level vocabulary, a token embedding scaled by :math:`\sqrt{d}`, the sinusoidal encoding
-# of the original paper, and one standard PyTorch encoder layer. The weights are random: the
-# argument below does not depend on training.
+# of the original paper, and one standard PyTorch encoder layer. The weights start random: the
+# first half of the argument holds for any weights; the second half trains them.
 import matplotlib.pyplot as plt
 import torch
 from torch import nn
