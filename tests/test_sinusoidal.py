@@ -47,14 +47,6 @@ def reference_table(length: int, dim: int, *, base: float = 10000.0, style: str 
     return torch.tensor(rows, dtype=torch.float64).reshape(length, dim)
 
 
-@pytest.fixture
-def default_float64():
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(previous)
-
-
 # ----------------------------------------------------------------------------- sinusoidal_table
 
 

@@ -37,14 +37,6 @@ def assert_float32_close(
     assert worst <= 1.0, f"float32 reference off by {worst:.2f}x the bound"
 
 
-@pytest.fixture
-def default_float64():
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(previous)
-
-
 # --------------------------------------------------------------------------- transcriptions
 
 
