@@ -9,7 +9,7 @@ from posenc.alibi import alibi_bias, alibi_slopes
 from posenc.cope import CoPE, cope_logits, cope_positions
 from posenc.graph import laplacian_pe, random_walk_pe
 from posenc.learned import LearnedPositionalEncoding, TokenEmbedding
-from posenc.multidim import VideoPositionalEncoding, axial_rope_cos_sin, sinusoidal_2d, sinusoidal_nd
+from posenc.multidim import VideoPositionalEncoding, sinusoidal_2d, sinusoidal_nd
 from posenc.relative import (
     RelativePositionEmbedding,
     T5RelativePositionBias,
@@ -21,6 +21,7 @@ from posenc.relative import (
 from posenc.rope import (
     RotaryEmbedding,
     apply_rope,
+    axial_rope_cos_sin,
     half_to_interleaved,
     interleaved_to_half,
     permute_for_half_layout,

@@ -25,6 +25,9 @@ __all__ = [
     "check_ndim",
     "check_last_dim",
     "check_even",
+    "check_multiple_of",
+    "check_integer_tensor",
+    "check_keys_cover_queries",
     "check_finite",
     "check_probability",
 ]
@@ -106,11 +109,20 @@ def check_floating_tensor(name: str, x: Any) -> torch.Tensor:
     return x
 
 
-def check_ndim(name: str, x: torch.Tensor, ndim: int, layout: str) -> None:
-    """Raise ``ValueError`` unless ``x`` has exactly ``ndim`` dimensions (``layout`` names them)."""
+def check_integer_tensor(name: str, x: Any) -> torch.Tensor:
+    """Raise ``TypeError`` unless ``x`` is a tensor of an integer dtype (bool excluded)."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool:
+        raise TypeError(f"{name} must have an integer dtype, got {x.dtype}")
+    return x
+
+
+def check_ndim(name: str, x: torch.Tensor, ndim: int, axes: str) -> None:
+    """Raise ``ValueError`` unless ``x`` has exactly ``ndim`` dimensions (``axes`` names them)."""
     if x.ndim != ndim:
         raise ValueError(
-            f"{name} must be {ndim}-D {layout}, got a {x.ndim}-D tensor of shape {tuple(x.shape)}"
+            f"{name} must be {ndim}-D {axes}, got a {x.ndim}-D tensor of shape {tuple(x.shape)}"
         )
 
 
@@ -127,6 +139,22 @@ def check_even(name: str, value: int) -> int:
     if value % 2:
         raise ValueError(f"{name} must be even (channels are rotated in pairs), got {value}")
     return value
+
+
+def check_multiple_of(name: str, value: int, divisor: int, why: str) -> int:
+    """Raise ``ValueError`` unless ``value`` is a multiple of ``divisor`` (``why`` says why)."""
+    if value % divisor:
+        raise ValueError(f"{name} must be divisible by {divisor} ({why}), got {value}")
+    return value
+
+
+def check_keys_cover_queries(q_len: int, k_len: int) -> None:
+    """Raise ``ValueError`` if ``k_len < q_len``: queries are the last ``q_len`` key positions."""
+    if k_len < q_len:
+        raise ValueError(
+            f"k_len must be >= q_len (queries are the last q_len of the k_len positions), "
+            f"got k_len={k_len} and q_len={q_len}"
+        )
 
 
 def check_finite(name: str, x: torch.Tensor) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from posenc._dtypes import round_once
-from posenc._checks import check_float_dtype, check_positive_int
+from posenc._checks import check_float_dtype, check_keys_cover_queries, check_positive_int
 
 __all__ = ["alibi_slopes", "alibi_bias"]
 
@@ -109,11 +109,7 @@ def alibi_bias(
     num_heads = check_positive_int("num_heads", num_heads)
     q_len = check_positive_int("q_len", q_len)
     k_len = q_len if k_len is None else check_positive_int("k_len", k_len)
-    if k_len < q_len:
-        raise ValueError(
-            f"k_len must be >= q_len (queries are the last q_len of the k_len positions), "
-            f"got k_len={k_len} and q_len={q_len}"
-        )
+    check_keys_cover_queries(q_len, k_len)
     dtype = check_float_dtype("dtype", dtype) or torch.get_default_dtype()
     keys = torch.arange(k_len, dtype=torch.float64, device=device)
     queries = keys[k_len - q_len :]

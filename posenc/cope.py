@@ -144,7 +144,12 @@ class CoPE(nn.Module):
         super().__init__()
         self.head_dim = check_positive_int("head_dim", head_dim)
         self.max_pos = check_positive_int("max_pos", max_pos)
-        self.pos_emb = nn.Parameter(torch.zeros(head_dim, max_pos))
+        self.pos_emb = nn.Parameter(torch.empty(head_dim, max_pos))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Set the position table to zero, as the paper's code initialises it."""
+        nn.init.zeros_(self.pos_emb)
 
     def forward(self, query: torch.Tensor, attn_logits: torch.Tensor) -> torch.Tensor:
         """Position logits to add to ``attn_logits``.

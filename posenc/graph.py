@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from posenc._dtypes import round_once
-from posenc._checks import check_float_dtype, check_positive_int
+from posenc._checks import check_float_dtype, check_integer_tensor, check_positive_int
 
 __all__ = ["laplacian_pe", "random_walk_pe"]
 
@@ -14,10 +14,7 @@ _SIGN_TIE_TOL = 1e-8
 
 
 def _check_edge_index(edge_index: torch.Tensor, num_nodes: int) -> None:
-    if not isinstance(edge_index, torch.Tensor):
-        raise TypeError(f"edge_index must be a torch.Tensor, got {type(edge_index).__name__}")
-    if edge_index.dtype.is_floating_point or edge_index.dtype.is_complex or edge_index.dtype == torch.bool:
-        raise TypeError(f"edge_index must have an integer dtype, got {edge_index.dtype}")
+    check_integer_tensor("edge_index", edge_index)
     if edge_index.ndim != 2 or edge_index.shape[0] != 2:
         raise ValueError(
             f"edge_index must have shape (2, num_edges), got shape {tuple(edge_index.shape)}"

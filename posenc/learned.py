@@ -10,8 +10,10 @@ from torch import nn
 from posenc._checks import (
     check_floating_tensor,
     check_int,
+    check_integer_tensor,
     check_last_dim,
     check_ndim,
+    check_nonnegative_int,
     check_positive_int,
     check_probability,
 )
@@ -54,6 +56,7 @@ class LearnedPositionalEncoding(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
+        r"""Draw the table from :math:`\mathcal{N}(0, 0.02^2)`."""
         nn.init.normal_(self.weight, std=0.02)
 
     def forward(self, x: torch.Tensor, *, offset: int = 0) -> torch.Tensor:
@@ -75,9 +78,9 @@ class LearnedPositionalEncoding(nn.Module):
         check_floating_tensor("x", x)
         check_ndim("x", x, 3, layout)
         check_last_dim("x", x, self.dim)
-        offset = check_int("offset", offset)
+        offset = check_nonnegative_int("offset", offset)
         seq_len = x.shape[1 if self.batch_first else 0]
-        if offset < 0 or offset + seq_len > self.max_len:
+        if offset + seq_len > self.max_len:
             raise ValueError(
                 f"positions {offset}..{offset + seq_len - 1} (sequence length {seq_len}, offset {offset}) "
                 f"exceed max_len={self.max_len} of the learned table; a learned table has no "
@@ -127,12 +130,19 @@ class TokenEmbedding(nn.Module):
             if not -vocab_size <= padding_idx < vocab_size:
                 raise ValueError(f"padding_idx must be in [-{vocab_size}, {vocab_size}), got {padding_idx}")
         self.scale = bool(scale)
-        self.embedding = nn.Embedding(vocab_size, dim, padding_idx=padding_idx)
+        # ``_weight`` skips nn.Embedding's own initialisation; reset_parameters() does ours.
+        self.embedding = nn.Embedding(
+            vocab_size, dim, padding_idx=padding_idx, _weight=torch.empty(vocab_size, dim)
+        )
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        r"""Draw the table from :math:`\mathcal{N}(0, 1/d)` and zero the padding row."""
         # Standard deviation 1/sqrt(d): after the sqrt(d) scale, entries have unit variance.
-        nn.init.normal_(self.embedding.weight, std=dim**-0.5)
-        if padding_idx is not None:
+        nn.init.normal_(self.embedding.weight, std=self.dim**-0.5)
+        if self.embedding.padding_idx is not None:
             with torch.no_grad():
-                self.embedding.weight[padding_idx].zero_()
+                self.embedding.weight[self.embedding.padding_idx].zero_()
 
     @property
     def weight(self) -> torch.Tensor:
@@ -186,9 +196,7 @@ class TokenEmbedding(nn.Module):
         torch.Tensor
             ``(*tokens.shape, dim)``.
         """
-        if not isinstance(tokens, torch.Tensor) or tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
-            got = tokens.dtype if isinstance(tokens, torch.Tensor) else type(tokens).__name__
-            raise TypeError(f"tokens must be an integer tensor of token ids, got {got}")
+        check_integer_tensor("tokens", tokens)
         out = self.embedding(tokens)
         return out * math.sqrt(self.dim) if self.scale else out
 

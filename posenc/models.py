@@ -17,6 +17,7 @@ from torch import nn
 from posenc._checks import (
     check_choice,
     check_even,
+    check_integer_tensor,
     check_ndim,
     check_positive_float,
     check_positive_int,
@@ -259,10 +260,7 @@ class _Block(nn.Module):
 
 
 def _check_tokens(tokens: Any) -> None:
-    dtype = tokens.dtype if isinstance(tokens, torch.Tensor) else None
-    if dtype is None or dtype.is_floating_point or dtype.is_complex or dtype == torch.bool:
-        got = tokens.dtype if isinstance(tokens, torch.Tensor) else type(tokens).__name__
-        raise TypeError(f"tokens must be an integer tensor of token ids, got {got}")
+    check_integer_tensor("tokens", tokens)
     check_ndim("tokens", tokens, 2, "(batch, seq)")
 
 

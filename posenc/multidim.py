@@ -1,4 +1,7 @@
-"""Positional encodings beyond one dimension: N-d grids, 2-D images, video, and axial RoPE."""
+"""Positional encodings beyond one dimension: N-d grids, 2-D images and video.
+
+Axial 2-D RoPE is beside 1-D RoPE, in :mod:`posenc.rope`.
+"""
 
 from __future__ import annotations
 
@@ -9,40 +12,32 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from posenc._dtypes import round_once
+from posenc._cache import cached_rows
 from posenc._checks import (
     check_choice,
     check_float_dtype,
     check_floating_tensor,
     check_last_dim,
+    check_multiple_of,
     check_ndim,
     check_nonnegative_int,
     check_positive_float,
     check_positive_int,
     check_probability,
 )
+from posenc._dtypes import round_once
+from posenc._frequencies import inverse_frequencies
 from posenc.sinusoidal import sinusoidal_table
 
 __all__ = [
     "SINUSOIDAL_2D_STYLES",
-    "AXIAL_ROPE_LAYOUTS",
     "sinusoidal_nd",
     "sinusoidal_2d",
     "VideoPositionalEncoding",
-    "axial_rope_cos_sin",
 ]
 
 #: Channel orders accepted by :func:`posenc.sinusoidal_2d`.
 SINUSOIDAL_2D_STYLES = ("mae", "timm")
-
-#: Channel layouts accepted by :func:`posenc.axial_rope_cos_sin` (the layouts of ``posenc.rope``).
-AXIAL_ROPE_LAYOUTS = ("half", "interleaved")
-
-
-def _check_multiple_of_4(name: str, value: int, why: str) -> int:
-    if value % 4:
-        raise ValueError(f"{name} must be divisible by 4 ({why}), got {value}")
-    return value
 
 
 def _check_shape(shape: int | Sequence[int]) -> tuple[int, ...]:
@@ -108,7 +103,7 @@ def sinusoidal_nd(
     dtype = check_float_dtype("dtype", dtype) or torch.get_default_dtype()
     n = len(sizes)
     block = 2 * math.ceil(dim / (2 * n))
-    freqs = base ** -(torch.arange(0, block, 2, dtype=torch.float64, device=device) / block)
+    freqs = inverse_frequencies(block, base, device=device)
     blocks = []
     for axis, size in enumerate(sizes):
         angles = torch.arange(size, dtype=torch.float64, device=device)[:, None] * freqs
@@ -117,21 +112,6 @@ def sinusoidal_nd(
         view[axis] = size
         blocks.append(table.view(view).expand(*sizes, block))
     return round_once(torch.cat(blocks, dim=-1)[..., :dim], dtype)
-
-
-def _grid_frequencies(dim: int, base: float, device: torch.device | str | None) -> torch.Tensor:
-    # dim/4 frequencies per axis: the 1-D frequencies of a dim/2-wide table, base^(-i/(dim/4)).
-    quarter = dim // 4
-    return base ** -(torch.arange(quarter, dtype=torch.float64, device=device) / quarter)
-
-
-def _grid_coordinates(
-    height: int, width: int, device: torch.device | str | None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    # Row-major token order: token t sits at row t // width, column t % width.
-    rows = torch.arange(height, dtype=torch.float64, device=device).repeat_interleave(width)
-    cols = torch.arange(width, dtype=torch.float64, device=device).repeat(height)
-    return rows, cols
 
 
 def sinusoidal_2d(
@@ -192,84 +172,18 @@ def sinusoidal_2d(
     """
     height = check_positive_int("height", height)
     width = check_positive_int("width", width)
-    dim = _check_multiple_of_4("dim", check_positive_int("dim", dim), "sin and cos for each of 2 axes")
+    dim = check_multiple_of("dim", check_positive_int("dim", dim), 4, "sin and cos for each of 2 axes")
     check_choice("style", style, SINUSOIDAL_2D_STYLES)
     base = check_positive_float("base", base)
     dtype = check_float_dtype("dtype", dtype) or torch.get_default_dtype()
-    freqs = _grid_frequencies(dim, base, device)
-    rows, cols = _grid_coordinates(height, width, device)
+    # dim/4 frequencies per axis: those of a dim/2-wide 1-D table, base^(-i/(dim/4)).
+    freqs = inverse_frequencies(dim // 2, base, device=device)
+    # Row-major token order: token t sits at row t // width, column t % width.
+    rows = torch.arange(height, dtype=torch.float64, device=device).repeat_interleave(width)
+    cols = torch.arange(width, dtype=torch.float64, device=device).repeat(height)
     r, c = rows[:, None] * freqs, cols[:, None] * freqs
     parts = [c.sin(), c.cos(), r.sin(), r.cos()] if style == "mae" else [r.sin(), c.sin(), r.cos(), c.cos()]
     return round_once(torch.cat(parts, dim=1), dtype)
-
-
-def axial_rope_cos_sin(
-    height: int,
-    width: int,
-    dim: int,
-    *,
-    base: float = 10000.0,
-    layout: str = "half",
-    dtype: torch.dtype | None = None,
-    device: torch.device | str | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""Cosines and sines of 2-D axial RoPE for a row-major ``height x width`` patch grid.
-
-    The :math:`d/2` rotation angles of token :math:`t` at row :math:`r`, column :math:`c` are
-    the row's angles followed by the column's, with the 1-D RoPE frequencies of a
-    :math:`d/2`-wide head:
-
-    .. math::
-
-        \theta = [\, r\omega_0, \dots, r\omega_{d/4-1},\; c\omega_0, \dots, c\omega_{d/4-1} \,],
-        \qquad \omega_i = \text{base}^{-4i/d}.
-
-    They are laid out like ``posenc.rope.rope_cos_sin``: ``"half"`` is
-    :math:`\cos[\theta, \theta]`, ``"interleaved"`` repeats each angle twice in a row. Pass the
-    result to ``posenc.rope.apply_rope`` with the same ``layout``; then
-    :math:`q_{r,c} \cdot k_{r',c'}` depends on the positions only through :math:`(r'-r, c'-c)`.
-    This is the axial RoPE of rotary-embedding-torch's ``get_axial_freqs(height, width)``
-    (``"interleaved"``) and of timm/EVA-02's ``build_rotary_pos_embed(..., in_pixels=False)``.
-
-    Parameters
-    ----------
-    height : int
-        Number of patch rows.
-    width : int
-        Number of patch columns.
-    dim : int
-        Rotated head width; a multiple of 4 (a pair of channels per frequency, per axis).
-    base : float, optional
-        RoPE base (``theta``).
-    layout : str, optional
-        ``"half"`` or ``"interleaved"``.
-    dtype : torch.dtype, optional
-        Floating dtype of the result (default: ``torch.get_default_dtype()``).
-    device : torch.device or str, optional
-        Device of the result.
-
-    Returns
-    -------
-    tuple of torch.Tensor
-        ``(cos, sin)``, each of shape ``(height * width, dim)``.
-
-    References
-    ----------
-    Su et al., "RoFormer: Enhanced Transformer with Rotary Position Embedding", 2021;
-    Heo et al., "Rotary Position Embedding for Vision Transformer", ECCV 2024;
-    Fang et al., "EVA-02: A Visual Representation for Neon Genesis", 2023.
-    """
-    height = check_positive_int("height", height)
-    width = check_positive_int("width", width)
-    dim = _check_multiple_of_4("dim", check_positive_int("dim", dim), "a rotated pair per frequency for each of 2 axes")
-    base = check_positive_float("base", base)
-    check_choice("layout", layout, AXIAL_ROPE_LAYOUTS)
-    dtype = check_float_dtype("dtype", dtype) or torch.get_default_dtype()
-    freqs = _grid_frequencies(dim, base, device)
-    rows, cols = _grid_coordinates(height, width, device)
-    angles = torch.cat([rows[:, None] * freqs, cols[:, None] * freqs], dim=1)
-    angles = torch.cat([angles, angles], dim=1) if layout == "half" else angles.repeat_interleave(2, dim=1)
-    return round_once(angles.cos(), dtype), round_once(angles.sin(), dtype)
 
 
 class VideoPositionalEncoding(nn.Module):
@@ -289,7 +203,8 @@ class VideoPositionalEncoding(nn.Module):
     replaces) only works for one image size and mixes the channel axis with the pixel axes.
 
     Tables are cached in non-persistent buffers (moved by ``.to()``, not saved in the
-    ``state_dict``, as they are a fixed function of the sizes). Like
+    ``state_dict``, as they are a fixed function of the sizes); :meth:`reset_parameters`
+    recomputes them, as after ``to_empty()`` from the meta device. Like
     :class:`posenc.SinusoidalPositionalEncoding`, a video longer than ``max_frames`` or
     a larger patch grid grows the cache instead of raising: the formula holds everywhere.
 
@@ -334,41 +249,43 @@ class VideoPositionalEncoding(nn.Module):
         self.base = check_positive_float("base", base)
         self.dropout = nn.Dropout(check_probability("dropout", dropout))
         if spatial:
-            _check_multiple_of_4("dim", self.dim, "required by the 2-D encoding when spatial=True")
-        self.register_buffer("frame_pe", sinusoidal_table(max_frames, dim, base=base), persistent=False)
-        # An empty grid that grows to the largest height and width seen so far.
-        empty = torch.empty(0, 0, dim) if spatial else None
-        self.register_buffer("spatial_pe", empty, persistent=False)
+            check_multiple_of("dim", self.dim, 4, "required by the 2-D encoding when spatial=True")
+        self.register_buffer("frame_pe", torch.empty(max_frames, dim), persistent=False)
+        # A grid that grows to the largest height and width seen so far (empty until then).
+        grid = torch.empty(0, 0, dim) if spatial else None
+        self.register_buffer("spatial_pe", grid, persistent=False)
+        self.reset_parameters()
 
-    def _frames(self, start: int, length: int, like: torch.Tensor) -> torch.Tensor:
-        end = start + length
-        if end > self.frame_pe.shape[0]:
-            if torch.compiler.is_compiling():
-                # A compiled graph cannot replace a buffer; compute the rows directly.
-                return sinusoidal_table(
-                    length, self.dim, base=self.base, offset=start, dtype=like.dtype, device=like.device
-                )
-            self.frame_pe = sinusoidal_table(
-                max(end, 2 * self.frame_pe.shape[0]), self.dim, base=self.base,
-                dtype=self.frame_pe.dtype, device=self.frame_pe.device,
-            )
-        return self.frame_pe[start:end].to(like.dtype)
+    def reset_parameters(self) -> None:
+        """Recompute the cached tables in place, at their current sizes, dtype and device."""
+        with torch.no_grad():
+            self.frame_pe.copy_(self._frame_rows(0, self.frame_pe.shape[0])[0])
+            if self.spatial_pe is not None and self.spatial_pe.numel():
+                self.spatial_pe.copy_(self._grid_table(*self.spatial_pe.shape[:2]))
 
-    def _grid(self, cache: torch.Tensor, height: int, width: int, like: torch.Tensor) -> torch.Tensor:
+    def _frame_rows(self, start: int, end: int) -> tuple[torch.Tensor]:
+        table = sinusoidal_table(
+            end - start, self.dim, base=self.base, offset=start,
+            dtype=self.frame_pe.dtype, device=self.frame_pe.device,
+        )
+        return (table,)
+
+    def _grid_table(self, height: int, width: int) -> torch.Tensor:
+        # In the dtype and on the device of the buffers (``.to()`` moves them together).
+        return sinusoidal_2d(
+            height, width, self.dim, style=self.spatial_style, base=self.base,
+            dtype=self.frame_pe.dtype, device=self.frame_pe.device,
+        ).view(height, width, self.dim)
+
+    def _grid(self, cache: torch.Tensor, height: int, width: int) -> torch.Tensor:
         if height > cache.shape[0] or width > cache.shape[1]:
             if torch.compiler.is_compiling():
-                return sinusoidal_2d(
-                    height, width, self.dim, style=self.spatial_style, base=self.base,
-                    dtype=like.dtype, device=like.device,
-                ).view(height, width, self.dim)
-            h, w = max(height, cache.shape[0]), max(width, cache.shape[1])
-            cache = sinusoidal_2d(
-                h, w, self.dim, style=self.spatial_style, base=self.base,
-                dtype=cache.dtype, device=cache.device,
-            ).view(h, w, self.dim)
+                # A compiled graph cannot replace a buffer; compute the grid directly.
+                return self._grid_table(height, width)
+            cache = self._grid_table(max(height, cache.shape[0]), max(width, cache.shape[1]))
             self.spatial_pe = cache
         # Entry (h, w) depends on (h, w) only, so a smaller grid is a corner of a larger one.
-        return cache[:height, :width].to(like.dtype)
+        return cache[:height, :width]
 
     def forward(self, x: torch.Tensor, *, offset: int = 0) -> torch.Tensor:
         """Add the frame (and patch) encodings to ``x``.
@@ -390,9 +307,10 @@ class VideoPositionalEncoding(nn.Module):
         check_last_dim("x", x, self.dim)
         offset = check_nonnegative_int("offset", offset)
         _, frames, height, width, _ = x.shape
-        out = x + self._frames(offset, frames, x)[:, None, None, :]
+        (frame_pe,) = cached_rows(self, ("frame_pe",), offset, offset + frames, self._frame_rows)
+        out = x + frame_pe.to(x.dtype)[:, None, None, :]  # (frames, dim) -> (frames, 1, 1, dim)
         if self.spatial_pe is not None:
-            out = out + self._grid(self.spatial_pe, height, width, x)
+            out = out + self._grid(self.spatial_pe, height, width).to(x.dtype)
         return self.dropout(out)
 
     def extra_repr(self) -> str:

@@ -7,7 +7,7 @@ import math
 import torch
 from torch import nn
 
-from posenc._checks import check_int, check_positive_int
+from posenc._checks import check_int, check_integer_tensor, check_keys_cover_queries, check_positive_int
 from posenc.sinusoidal import sinusoidal_table
 
 __all__ = [
@@ -61,19 +61,11 @@ def relative_position_indices(
     """
     q_len = check_positive_int("q_len", q_len)
     k_len = check_positive_int("k_len", k_len)
-    _check_k_len_at_least_q_len(q_len, k_len)
+    check_keys_cover_queries(q_len, k_len)
     k = check_positive_int("max_relative_position", max_relative_position)
     keys = torch.arange(k_len, device=device)
     queries = keys[k_len - q_len :]
     return (keys[None, :] - queries[:, None]).clamp(-k, k) + k
-
-
-def _check_k_len_at_least_q_len(q_len: int, k_len: int) -> None:
-    if k_len < q_len:
-        raise ValueError(
-            f"k_len must be >= q_len (queries are the last q_len of the k_len positions), "
-            f"got k_len={k_len} and q_len={q_len}"
-        )
 
 
 class RelativePositionEmbedding(nn.Module):
@@ -108,6 +100,10 @@ class RelativePositionEmbedding(nn.Module):
         self.dim = check_positive_int("dim", dim)
         self.embedding = nn.Embedding(2 * self.max_relative_position + 1, self.dim)
 
+    def reset_parameters(self) -> None:
+        r"""Redraw the table from :math:`\mathcal{N}(0, 1)` (``nn.Embedding``'s initialisation)."""
+        self.embedding.reset_parameters()
+
     def forward(self, q_len: int, k_len: int) -> torch.Tensor:
         """Vectors for every (query, key) pair.
 
@@ -130,10 +126,6 @@ class RelativePositionEmbedding(nn.Module):
 
     def extra_repr(self) -> str:
         return f"max_relative_position={self.max_relative_position}, dim={self.dim}"
-
-
-def _is_integer_dtype(dtype: torch.dtype) -> bool:
-    return not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool)
 
 
 def _check_t5_buckets(bidirectional: bool, num_buckets: int, max_distance: int) -> tuple[int, int]:
@@ -207,9 +199,7 @@ def t5_relative_position_bucket(
     Raffel et al., "Exploring the Limits of Transfer Learning with a Unified Text-to-Text
     Transformer", JMLR 2020, section 2.1; Mesh TensorFlow ``_relative_position_bucket``.
     """
-    if not isinstance(relative_position, torch.Tensor) or not _is_integer_dtype(relative_position.dtype):
-        got = relative_position.dtype if isinstance(relative_position, torch.Tensor) else type(relative_position).__name__
-        raise TypeError(f"relative_position must be an integer torch.Tensor, got {got}")
+    check_integer_tensor("relative_position", relative_position)
     per_direction, max_exact = _check_t5_buckets(bidirectional, num_buckets, max_distance)
     position = relative_position.long()
     if bidirectional:
@@ -264,6 +254,10 @@ class T5RelativePositionBias(nn.Module):
         self.num_buckets = num_buckets
         self.max_distance = max_distance
         self.relative_attention_bias = nn.Embedding(num_buckets, self.num_heads)
+
+    def reset_parameters(self) -> None:
+        r"""Redraw the bias table from :math:`\mathcal{N}(0, 1)` (``nn.Embedding``'s initialisation)."""
+        self.relative_attention_bias.reset_parameters()
 
     def forward(self, q_len: int, k_len: int, *, offset: int = 0) -> torch.Tensor:
         """Bias for queries at positions ``offset … offset + q_len - 1`` and keys ``0 … k_len - 1``.

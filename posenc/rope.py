@@ -3,9 +3,10 @@
 RoPE rotates each pair of query/key channels by an angle proportional to the token position, so
 that the attention score of a query at position :math:`m` and a key at position :math:`n`
 depends on the positions only through :math:`m - n`. This module provides the inverse
-frequencies (with the scaling rules of Hugging Face ``rope_parameters``), the cos/sin tables, the
-rotation itself in both channel layouts, the weight permutation between the layouts, and a thin
-:class:`torch.nn.Module` with a cos/sin cache.
+frequencies (with the scaling rules of Hugging Face ``rope_parameters``, one class per type in
+``posenc._rope_scaling``), the cos/sin tables (1-D and axial 2-D), the rotation itself in both
+channel layouts (its kernel is ``posenc._rotation``), the weight permutation between the layouts,
+and a thin :class:`torch.nn.Module` with a cos/sin cache.
 
 Two channel layouts are in use:
 
@@ -22,32 +23,37 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 from torch import nn
 
-from posenc._dtypes import round_once
+from posenc._cache import cached_rows
 from posenc._checks import (
     check_choice,
     check_even,
     check_finite,
     check_float_dtype,
     check_floating_tensor,
+    check_integer_tensor,
     check_last_dim,
+    check_multiple_of,
     check_ndim,
     check_nonnegative_int,
     check_positive_float,
     check_positive_int,
 )
+from posenc._dtypes import round_once
+from posenc._frequencies import inverse_frequencies
+from posenc._rope_scaling import ROPE_TYPES, RopeScaling, parse_scaling
+from posenc._rotation import rotate
 
 __all__ = [
     "ROPE_LAYOUTS",
     "ROPE_TYPES",
     "rope_inv_freq",
     "rope_cos_sin",
+    "axial_rope_cos_sin",
     "apply_rope",
     "RotaryEmbedding",
     "interleaved_to_half",
@@ -55,345 +61,14 @@ __all__ = [
     "permute_for_half_layout",
 ]
 
-#: Channel layouts accepted by :func:`rope_cos_sin`, :func:`apply_rope` and :class:`RotaryEmbedding`.
+#: Channel layouts accepted by :func:`rope_cos_sin`, :func:`axial_rope_cos_sin`,
+#: :func:`apply_rope` and :class:`RotaryEmbedding`.
 ROPE_LAYOUTS = ("half", "interleaved")
-#: Values of ``scaling["rope_type"]`` (Hugging Face ``rope_parameters``).
-ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3")
-
-# Keys every ``scaling`` dict may hold (``max_position_embeddings`` is read from the model config
-# by Hugging Face), then the keys of each ``rope_type`` (those of the Hugging Face validators).
-_COMMON_KEYS = frozenset(
-    {"rope_type", "type", "rope_theta", "partial_rotary_factor", "max_position_embeddings"}
-)
-_TYPE_KEYS = {
-    "default": frozenset(),
-    "linear": frozenset({"factor"}),
-    "dynamic": frozenset({"factor"}),
-    "yarn": frozenset(
-        {
-            "factor",
-            "original_max_position_embeddings",
-            "attention_factor",
-            "beta_fast",
-            "beta_slow",
-            "mscale",
-            "mscale_all_dim",
-            "truncate",
-        }
-    ),
-    "longrope": frozenset(
-        {
-            "short_factor",
-            "long_factor",
-            "factor",
-            "original_max_position_embeddings",
-            "attention_factor",
-        }
-    ),
-    "llama3": frozenset(
-        {
-            "factor",
-            "low_freq_factor",
-            "high_freq_factor",
-            "original_max_position_embeddings",
-        }
-    ),
-}
-
-
-# --------------------------------------------------------------------------------------------
-# Scaling configuration
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _RopeSpec:
-    """A validated ``scaling`` config: everything the inverse frequencies depend on."""
-
-    rope_type: str
-    rotary_dim: int
-    base: float
-    factor: float = 1.0
-    attention_factor: float = 1.0
-    max_position_embeddings: int | None = None  # dynamic: the trained context length
-    original_max: int | None = None  # yarn / longrope / llama3: the pre-training length
-    beta_fast: float = 32.0
-    beta_slow: float = 1.0
-    truncate: bool = True
-    short_factor: tuple[float, ...] = ()
-    long_factor: tuple[float, ...] = ()
-    low_freq_factor: float = 1.0
-    high_freq_factor: float = 4.0
-
-    @property
-    def length_threshold(self) -> int | None:
-        """Sequence length above which the frequencies change (``None``: they never do)."""
-        if self.rope_type == "dynamic":
-            return self.max_position_embeddings
-        if self.rope_type == "longrope":
-            return self.original_max
-        return None
-
-
-def _key(name: str) -> str:
-    return f"scaling[{name!r}]"
-
-
-def _real(name: str, value: Any) -> float:
-    """Return ``value`` as ``float``; raise unless it is a finite real number (bool excluded)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {value!r} of type {type(value).__name__}")
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value}")
-    return float(value)
-
-
-def _optional(params: Mapping[str, Any], name: str, check: Any) -> Any:
-    """``check`` the value of ``params[name]``, or return ``None`` if it is missing or ``None``."""
-    value = params.get(name)
-    return None if value is None else check(_key(name), value)
-
-
-def _factor_list(params: Mapping[str, Any], name: str, length: int) -> tuple[float, ...]:
-    """The required list ``params[name]`` of ``length`` positive numbers (LongRoPE factors)."""
-    value = params.get(name)
-    if value is None:
-        raise ValueError(f"rope_type='longrope' needs {_key(name)}")
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise TypeError(f"{_key(name)} must be a list of numbers, got {value!r}")
-    if len(value) != length:
-        raise ValueError(f"{_key(name)} must have rotary_dim // 2 = {length} entries, got {len(value)}")
-    return tuple(check_positive_float(f"{_key(name)}[{i}]", v) for i, v in enumerate(value))
-
-
-def _required(params: Mapping[str, Any], name: str, check: Any) -> Any:
-    value = _optional(params, name, check)
-    if value is None:
-        raise ValueError(f"rope_type={params.get('rope_type', params.get('type'))!r} needs {_key(name)}")
-    return value
-
-
-def _yarn_mscale(scale: float, mscale: float) -> float:
-    """YaRN's attention temperature ``0.1 * mscale * ln(s) + 1`` (1 for ``s <= 1``)."""
-    return 1.0 if scale <= 1.0 else 0.1 * mscale * math.log(scale) + 1.0
-
-
-def _resolve(dim: Any, base: Any, scaling: Any) -> _RopeSpec:
-    """Validate ``dim``, ``base`` and ``scaling``; fill in the defaults Hugging Face fills in."""
-    dim = check_positive_int("dim", dim)
-    base = check_positive_float("base", base)
-    if scaling is None:
-        scaling = {}
-    if not isinstance(scaling, Mapping):
-        raise TypeError(
-            f"scaling must be a dict in Hugging Face rope_parameters form or None, "
-            f"got {type(scaling).__name__}"
-        )
-    rope_type = check_choice(
-        "scaling['rope_type']", scaling.get("rope_type", scaling.get("type", "default")), ROPE_TYPES
-    )
-    allowed = _COMMON_KEYS | _TYPE_KEYS[rope_type]
-    unknown = sorted(str(k) for k in scaling if k not in allowed)
-    if unknown:
-        raise ValueError(
-            f"scaling has keys {unknown} that rope_type={rope_type!r} does not use; "
-            f"allowed keys: {sorted(allowed)}"
-        )
-    if scaling.get("rope_theta") is not None:
-        theta = check_positive_float(_key("rope_theta"), scaling["rope_theta"])
-        if theta != base:
-            raise ValueError(
-                f"scaling['rope_theta']={theta} disagrees with base={base}; pass the same value "
-                f"as base (or drop rope_theta from scaling)"
-            )
-
-    rotary_dim = dim
-    partial = _optional(scaling, "partial_rotary_factor", check_positive_float)
-    if partial is not None:
-        # Hugging Face truncates: rotary_dim = int(head_dim * partial_rotary_factor).
-        rotary_dim = int(dim * partial)
-        if partial > 1.0 or rotary_dim < 2 or rotary_dim % 2:
-            raise ValueError(
-                f"scaling['partial_rotary_factor'] must be in (0, 1] and give an even rotary "
-                f"width int(dim * factor) >= 2; got {partial} (dim={dim}, width {rotary_dim})"
-            )
-    else:
-        check_even("dim", dim)
-
-    max_pos = _optional(scaling, "max_position_embeddings", check_positive_int)
-    spec = _RopeSpec(rope_type=rope_type, rotary_dim=rotary_dim, base=base)
-    if rope_type == "default":
-        return spec
-    if rope_type == "linear":
-        return replace(spec, factor=_required(scaling, "factor", check_positive_float))
-    if rope_type == "dynamic":
-        if rotary_dim < 4:
-            # The NTK exponent rotary_dim / (rotary_dim - 2) is undefined for a width of 2.
-            raise ValueError(
-                f"rope_type='dynamic' needs a rotary width >= 4, got dim={dim} (width {rotary_dim})"
-            )
-        if max_pos is None:
-            raise ValueError("rope_type='dynamic' needs scaling['max_position_embeddings']")
-        return replace(
-            spec,
-            factor=_required(scaling, "factor", check_positive_float),
-            max_position_embeddings=max_pos,
-        )
-    original_max = _optional(scaling, "original_max_position_embeddings", check_positive_int)
-    if original_max is None:
-        # Hugging Face's standardize_rope_params falls back to max_position_embeddings.
-        if max_pos is None:
-            raise ValueError(
-                f"rope_type={rope_type!r} needs scaling['original_max_position_embeddings'] "
-                f"or scaling['max_position_embeddings']"
-            )
-        original_max = max_pos
-    if rope_type == "llama3":
-        low = _required(scaling, "low_freq_factor", check_positive_float)
-        high = _required(scaling, "high_freq_factor", check_positive_float)
-        if high <= low:
-            raise ValueError(
-                f"scaling['high_freq_factor'] must exceed scaling['low_freq_factor'], "
-                f"got {high} <= {low}"
-            )
-        return replace(
-            spec,
-            factor=_required(scaling, "factor", check_positive_float),
-            original_max=original_max,
-            low_freq_factor=low,
-            high_freq_factor=high,
-        )
-
-    # yarn and longrope: without ``factor``, the factor is the context-extension ratio.
-    factor = _optional(scaling, "factor", check_positive_float)
-    if factor is None:
-        if max_pos is None:
-            raise ValueError(
-                f"rope_type={rope_type!r} without scaling['factor'] needs "
-                f"scaling['max_position_embeddings'] (factor = max / original max)"
-            )
-        factor = max_pos / original_max
-    attention_factor = _optional(scaling, "attention_factor", check_positive_float)
-
-    if rope_type == "longrope":
-        if attention_factor is None and factor > 1.0 and original_max == 1:
-            raise ValueError(
-                "scaling['original_max_position_embeddings'] must be >= 2 for the default "
-                "LongRoPE attention factor sqrt(1 + ln(factor) / ln(original max))"
-            )
-        if attention_factor is None:
-            attention_factor = (
-                1.0
-                if factor <= 1.0
-                else math.sqrt(1.0 + math.log(factor) / math.log(original_max))
-            )
-        return replace(
-            spec,
-            factor=factor,
-            attention_factor=attention_factor,
-            original_max=original_max,
-            short_factor=_factor_list(scaling, "short_factor", rotary_dim // 2),
-            long_factor=_factor_list(scaling, "long_factor", rotary_dim // 2),
-        )
-
-    # yarn
-    if base == 1.0:
-        raise ValueError("base must differ from 1 for rope_type='yarn' (it divides by log(base))")
-    if attention_factor is None:
-        mscale = _optional(scaling, "mscale", _real)
-        mscale_all_dim = _optional(scaling, "mscale_all_dim", _real)
-        # As in Hugging Face: the mscale ratio is used only when both are given and non-zero.
-        if mscale and mscale_all_dim:
-            attention_factor = _yarn_mscale(factor, mscale) / _yarn_mscale(factor, mscale_all_dim)
-        else:
-            attention_factor = _yarn_mscale(factor, 1.0)
-    truncate = scaling.get("truncate")
-    if truncate is not None and not isinstance(truncate, bool):
-        raise TypeError(f"scaling['truncate'] must be a bool, got {truncate!r}")
-    return replace(
-        spec,
-        factor=factor,
-        attention_factor=attention_factor,
-        original_max=original_max,
-        beta_fast=_optional(scaling, "beta_fast", check_positive_float) or 32.0,
-        beta_slow=_optional(scaling, "beta_slow", check_positive_float) or 1.0,
-        truncate=True if truncate is None else truncate,
-    )
 
 
 # --------------------------------------------------------------------------------------------
 # Inverse frequencies
 # --------------------------------------------------------------------------------------------
-
-
-def _inv_freq(
-    spec: _RopeSpec, seq_len: int | torch.Tensor | None, device: torch.device | None
-) -> torch.Tensor:
-    """Float64 inverse frequencies of ``spec`` for a sequence of length ``seq_len``.
-
-    ``seq_len`` may be a 0-d tensor (read on the device, never on the host), which keeps
-    :meth:`RotaryEmbedding.forward` free of host synchronisation for ``dynamic``/``longrope``.
-    """
-    r = spec.rotary_dim
-    exponent = torch.arange(0, r, 2, dtype=torch.float64, device=device) / r
-    inv_freq = 1.0 / spec.base**exponent
-    kind = spec.rope_type
-    if kind == "default":
-        return inv_freq
-    if kind == "linear":
-        # Dividing the frequencies equals dividing the positions (position interpolation).
-        return inv_freq / spec.factor
-    if kind == "dynamic":
-        max_pos = spec.max_position_embeddings
-        if seq_len is None:
-            length: float | torch.Tensor = float(max_pos)
-        elif isinstance(seq_len, torch.Tensor):
-            length = seq_len.to(device=device, dtype=torch.float64).clamp_min(max_pos)
-        else:
-            length = float(max(seq_len, max_pos))
-        # NTK-aware: enlarge the base so that the lowest frequency is interpolated by
-        # ``factor * length / max_pos - (factor - 1)`` while the highest stays put.
-        base = spec.base * (spec.factor * length / max_pos - (spec.factor - 1)) ** (r / (r - 2))
-        return 1.0 / base**exponent
-    if kind == "longrope":
-        short = torch.tensor(spec.short_factor, dtype=torch.float64, device=device)
-        long = torch.tensor(spec.long_factor, dtype=torch.float64, device=device)
-        if isinstance(seq_len, torch.Tensor):
-            ext = torch.where(seq_len.to(device) > spec.original_max, long, short)
-        else:
-            ext = long if seq_len and seq_len > spec.original_max else short
-        return inv_freq / ext
-    if kind == "llama3":
-        wavelen = 2 * math.pi / inv_freq
-        low_wavelen = spec.original_max / spec.low_freq_factor
-        high_wavelen = spec.original_max / spec.high_freq_factor
-        scaled = torch.where(wavelen > low_wavelen, inv_freq / spec.factor, inv_freq)
-        # Between the two wavelengths, blend linearly in 1/wavelen (continuous at both ends).
-        smooth = (spec.original_max / wavelen - spec.low_freq_factor) / (
-            spec.high_freq_factor - spec.low_freq_factor
-        )
-        blended = (1 - smooth) * scaled / spec.factor + smooth * scaled
-        medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
-        return torch.where(medium, blended, scaled)
-    # yarn: interpolate the low frequencies, keep the high ones, ramp in between.
-    low, high = (_yarn_correction_dim(b, spec) for b in (spec.beta_fast, spec.beta_slow))
-    if spec.truncate:
-        low, high = math.floor(low), math.ceil(high)
-    low, high = max(low, 0), min(high, r - 1)
-    if low == high:
-        high += 0.001  # as in the reference, avoids a zero-width ramp
-    ramp = ((torch.arange(r // 2, dtype=torch.float64, device=device) - low) / (high - low)).clamp(0, 1)
-    return (inv_freq / spec.factor) * ramp + inv_freq * (1 - ramp)
-
-
-def _yarn_correction_dim(num_rotations: float, spec: _RopeSpec) -> float:
-    """The (fractional) channel index whose wavelength fits ``num_rotations`` times in the
-    original context."""
-    return (
-        spec.rotary_dim
-        * math.log(spec.original_max / (num_rotations * 2 * math.pi))
-        / (2 * math.log(spec.base))
-    )
 
 
 def rope_inv_freq(
@@ -470,11 +145,11 @@ def rope_inv_freq(
     Language Models", 2023. Ding et al., "LongRoPE: Extending LLM Context Window Beyond 2 Million
     Tokens", 2024. Grattafiori et al., "The Llama 3 Herd of Models", 2024.
     """
-    spec = _resolve(dim, base, scaling)
+    scaling_type = parse_scaling(dim, base, scaling)
     if seq_len is not None:
         seq_len = check_positive_int("seq_len", seq_len)
     dtype = check_float_dtype("dtype", dtype) or torch.float64
-    return round_once(_inv_freq(spec, seq_len, device), dtype), spec.attention_factor
+    return round_once(scaling_type.inv_freq(seq_len, device), dtype), scaling_type.attention_factor
 
 
 # --------------------------------------------------------------------------------------------
@@ -482,23 +157,32 @@ def rope_inv_freq(
 # --------------------------------------------------------------------------------------------
 
 
+def _per_channel(values: torch.Tensor, layout: str) -> torch.Tensor:
+    """One value per rotated pair -> one per channel: ``cat(v, v)`` or each value twice in a row."""
+    if layout == "half":
+        return torch.cat((values, values), dim=-1)
+    return values.repeat_interleave(2, dim=-1)
+
+
+def _cos_sin_of_angles(
+    angles: torch.Tensor, attention_factor: float, layout: str, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos/sin of float64 ``angles`` (one per pair), scaled, laid out and rounded once to ``dtype``."""
+    cos = _per_channel(torch.cos(angles) * attention_factor, layout)
+    sin = _per_channel(torch.sin(angles) * attention_factor, layout)
+    return round_once(cos, dtype), round_once(sin, dtype)
+
+
 def _cos_sin(
     positions: torch.Tensor,
-    inv_freq: torch.Tensor,
-    attention_factor: float,
+    scaling: RopeScaling,
+    seq_len: int | torch.Tensor | None,
     layout: str,
     dtype: torch.dtype,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos/sin of ``positions * inv_freq`` in float64, laid out and rounded once to ``dtype``."""
-    angles = positions.to(torch.float64).unsqueeze(-1) * inv_freq.to(positions.device)
-    cos = torch.cos(angles) * attention_factor
-    sin = torch.sin(angles) * attention_factor
-    if layout == "half":
-        cos, sin = torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)
-    else:
-        cos = torch.stack((cos, cos), dim=-1).flatten(-2)
-        sin = torch.stack((sin, sin), dim=-1).flatten(-2)
-    return round_once(cos, dtype), round_once(sin, dtype)
+    inv_freq = scaling.inv_freq(seq_len, positions.device)
+    angles = positions.to(torch.float64).unsqueeze(-1) * inv_freq
+    return _cos_sin_of_angles(angles, scaling.attention_factor, layout, dtype)
 
 
 def rope_cos_sin(
@@ -555,7 +239,7 @@ def rope_cos_sin(
     ----------
     Su et al., "RoFormer: Enhanced Transformer with Rotary Position Embedding", 2021.
     """
-    spec = _resolve(dim, base, scaling)
+    scaling_type = parse_scaling(dim, base, scaling)
     check_choice("layout", layout, ROPE_LAYOUTS)
     dtype = check_float_dtype("dtype", dtype) or torch.get_default_dtype()
     if isinstance(positions, torch.Tensor):
@@ -569,13 +253,87 @@ def rope_cos_sin(
         check_finite("positions", positions)
         positions = positions.to(device) if device is not None else positions
         seq_len = None
-        if spec.length_threshold is not None and positions.numel() > 0:
+        if scaling_type.length_threshold is not None and positions.numel() > 0:
             seq_len = math.floor(positions.max().item()) + 1
-    else:
+    elif isinstance(positions, numbers.Integral) and not isinstance(positions, bool):
         seq_len = check_positive_int("positions", positions)
         positions = torch.arange(seq_len, device=device)
-    inv_freq = _inv_freq(spec, seq_len, positions.device)
-    return _cos_sin(positions, inv_freq, spec.attention_factor, layout, dtype)
+    else:
+        raise TypeError(
+            f"positions must be an int (a sequence length) or a torch.Tensor of positions, "
+            f"got {positions!r} of type {type(positions).__name__}"
+        )
+    return _cos_sin(positions, scaling_type, seq_len, layout, dtype)
+
+
+def axial_rope_cos_sin(
+    height: int,
+    width: int,
+    dim: int,
+    *,
+    base: float = 10000.0,
+    layout: str = "half",
+    dtype: torch.dtype | None = None,
+    device: torch.device | str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Cosines and sines of 2-D axial RoPE for a row-major ``height x width`` patch grid.
+
+    The :math:`d/2` rotation angles of token :math:`t` at row :math:`r`, column :math:`c` are
+    the row's angles followed by the column's, with the 1-D RoPE frequencies of a
+    :math:`d/2`-wide head:
+
+    .. math::
+
+        \theta = [\, r\omega_0, \dots, r\omega_{d/4-1},\; c\omega_0, \dots, c\omega_{d/4-1} \,],
+        \qquad \omega_i = \text{base}^{-4i/d}.
+
+    They are laid out like :func:`rope_cos_sin`: ``"half"`` is
+    :math:`\cos[\theta, \theta]`, ``"interleaved"`` repeats each angle twice in a row. Pass the
+    result to :func:`apply_rope` with the same ``layout``; then
+    :math:`q_{r,c} \cdot k_{r',c'}` depends on the positions only through :math:`(r'-r, c'-c)`.
+    This is the axial RoPE of rotary-embedding-torch's ``get_axial_freqs(height, width)``
+    (``"interleaved"``) and of timm/EVA-02's ``build_rotary_pos_embed(..., in_pixels=False)``.
+
+    Parameters
+    ----------
+    height : int
+        Number of patch rows.
+    width : int
+        Number of patch columns.
+    dim : int
+        Rotated head width; a multiple of 4 (a pair of channels per frequency, per axis).
+    base : float, optional
+        RoPE base (``theta``).
+    layout : str, optional
+        ``"half"`` or ``"interleaved"``.
+    dtype : torch.dtype, optional
+        Floating dtype of the result (default: ``torch.get_default_dtype()``).
+    device : torch.device or str, optional
+        Device of the result.
+
+    Returns
+    -------
+    tuple of torch.Tensor
+        ``(cos, sin)``, each of shape ``(height * width, dim)``.
+
+    References
+    ----------
+    Su et al., "RoFormer: Enhanced Transformer with Rotary Position Embedding", 2021;
+    Heo et al., "Rotary Position Embedding for Vision Transformer", ECCV 2024;
+    Fang et al., "EVA-02: A Visual Representation for Neon Genesis", 2023.
+    """
+    height = check_positive_int("height", height)
+    width = check_positive_int("width", width)
+    dim = check_multiple_of("dim", check_positive_int("dim", dim), 4, "a rotated pair per frequency for each of 2 axes")
+    base = check_positive_float("base", base)
+    check_choice("layout", layout, ROPE_LAYOUTS)
+    dtype = check_float_dtype("dtype", dtype) or torch.get_default_dtype()
+    freqs = inverse_frequencies(dim // 2, base, device=device)
+    # Row-major token order: token t sits at row t // width, column t % width.
+    rows = torch.arange(height, dtype=torch.float64, device=device).repeat_interleave(width)
+    cols = torch.arange(width, dtype=torch.float64, device=device).repeat(height)
+    angles = torch.cat([rows[:, None] * freqs, cols[:, None] * freqs], dim=1)
+    return _cos_sin_of_angles(angles, 1.0, layout, dtype)
 
 
 # --------------------------------------------------------------------------------------------
@@ -597,12 +355,19 @@ def _check_cos_sin(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> int
             f"x and cos must have at least 1 dimension, got shapes {tuple(x.shape)} and "
             f"{tuple(cos.shape)}"
         )
-    width = cos.shape[-1]
-    check_even("cos.shape[-1]", width)
-    if width == 0 or width > x.shape[-1]:
+    if cos.ndim != x.ndim and cos.ndim != 2:
         raise ValueError(
-            f"cos.shape[-1] must be in [2, x.shape[-1]={x.shape[-1]}] (the rotary width), "
-            f"got {width}"
+            f"cos/sin of shape {tuple(cos.shape)} must have 2 dimensions (seq, w) or as many as "
+            f"x of shape {tuple(x.shape)} ({x.ndim}); with {cos.ndim}, their leading axes would "
+            f"align with the wrong axes of x (a batch axis against heads). For per-sample "
+            f"positions and x of shape (batch, heads, seq, dim), pass cos.unsqueeze(1) and "
+            f"sin.unsqueeze(1) (Hugging Face's unsqueeze_dim=1)"
+        )
+    width = cos.shape[-1]
+    if width % 2 or width == 0 or width > x.shape[-1]:
+        raise ValueError(
+            f"cos.shape[-1] must be even and in [2, x.shape[-1]={x.shape[-1]}] (the rotary "
+            f"width; channels are rotated in pairs), got {width}"
         )
     lead = tuple(x.shape[:-1])
     try:
@@ -615,13 +380,6 @@ def _check_cos_sin(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> int
             f"without enlarging it"
         )
     return width
-
-
-def _pairs(t: torch.Tensor, width: int, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """The two members of each rotated channel pair, as views of ``t[..., :width]``."""
-    if layout == "half":
-        return t[..., : width // 2], t[..., width // 2 : width]
-    return t[..., 0:width:2], t[..., 1:width:2]
 
 
 def apply_rope(
@@ -641,17 +399,27 @@ def apply_rope(
     ``"interleaved"``. If ``cos`` is narrower than ``x`` (partial rotary), only the first
     ``cos.shape[-1]`` channels rotate; the rest pass through.
 
-    Outside autograd and ``torch.compile``, the result is written into one preallocated tensor
-    (no full-size temporaries), which makes it several times faster than the reference
-    formula on CPU. Only shapes and dtypes are checked: no host synchronisation.
+    The result has the bits of that formula (each product rounded, no fused multiply-add) on
+    every path: with or without autograd, under ``torch.compile`` and under ``torch.func``
+    transforms (``vmap``, ``jvp``, ``grad``). One kernel writes each half of the output in place
+    (no full-size temporaries), several times faster than the formula written with
+    ``rotate_half`` on CPU; its backward is the rotation by :math:`-\theta`. Only shapes and
+    dtypes are checked: no host synchronisation.
+
+    ``cos``/``sin`` have either two dimensions ``(seq, w)``, shared by every leading axis of
+    ``x``, or as many dimensions as ``x``. Anything in between is refused: for ``x`` of shape
+    ``(batch, heads, seq, dim)``, cos/sin of shape ``(batch, seq, w)`` (per-sample positions, as
+    Hugging Face's rotary module returns them) would align their batch axis with ``heads`` and,
+    when the two sizes agree, rotate every sequence by another sequence's positions. Insert the
+    heads axis first: ``cos.unsqueeze(1)`` (Hugging Face's ``unsqueeze_dim=1``).
 
     Parameters
     ----------
     x : torch.Tensor
         Queries or keys, shape ``(..., seq, dim)``, floating point.
     cos, sin : torch.Tensor
-        Shape ``(..., seq, w)`` with even ``w <= dim``, broadcastable to ``x[..., :w]`` (e.g.
-        from :func:`rope_cos_sin`); cast to ``x.dtype``.
+        Shape ``(seq, w)``, or ``x.ndim`` dimensions broadcastable to ``x[..., :w]``, with even
+        ``w <= dim`` (e.g. from :func:`rope_cos_sin`); cast to ``x.dtype``.
     layout : str, optional
         ``"half"`` (default) or ``"interleaved"``; must match the layout of ``cos``/``sin``.
 
@@ -665,31 +433,8 @@ def apply_rope(
     Su et al., "RoFormer: Enhanced Transformer with Rotary Position Embedding", 2021.
     """
     check_choice("layout", layout, ROPE_LAYOUTS)
-    width = _check_cos_sin(x, cos, sin)
-    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
-    x1, x2 = _pairs(x, width, layout)
-    c1, c2 = _pairs(cos, width, layout)
-    s1, s2 = _pairs(sin, width, layout)
-    needs_grad = torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad)
-    if needs_grad or torch.compiler.is_compiling():
-        # out= has no autograd, and the compiler fuses this form by itself.
-        y1, y2 = x1 * c1 - x2 * s1, x2 * c2 + x1 * s2
-        if layout == "half":
-            rotated = torch.cat((y1, y2), dim=-1)
-        else:
-            rotated = torch.stack((y1, y2), dim=-1).flatten(-2)
-        return torch.cat((rotated, x[..., width:]), dim=-1) if width < x.shape[-1] else rotated
-    # Eager fast path: each half of the output is written in place, so the only memory traffic
-    # is reading x twice and writing y once (rotate_half would add four full-size temporaries).
-    out = torch.empty_like(x, memory_format=torch.contiguous_format)
-    o1, o2 = _pairs(out, width, layout)
-    torch.mul(x1, c1, out=o1)
-    o1.addcmul_(x2, s1, value=-1)
-    torch.mul(x2, c2, out=o2)
-    o2.addcmul_(x1, s2)
-    if width < x.shape[-1]:
-        out[..., width:] = x[..., width:]
-    return out
+    _check_cos_sin(x, cos, sin)
+    return rotate(x, cos.to(x.dtype), sin.to(x.dtype), layout == "interleaved")
 
 
 # --------------------------------------------------------------------------------------------
@@ -700,9 +445,11 @@ def apply_rope(
 class RotaryEmbedding(nn.Module):
     r"""Rotary position embedding for ``(batch, heads, seq, dim)`` queries and keys.
 
-    Holds a cos/sin cache for positions ``0 … max_len-1`` (non-persistent buffers ``cos_cached``
+    Caches cos/sin for positions ``0 … max_len-1`` (non-persistent buffers ``cos_cached``
     and ``sin_cached`` in the default float dtype; they follow ``.to()`` and are not saved in the
-    ``state_dict``, since they are a function of the arguments). A longer sequence doubles the
+    ``state_dict``, since they are a function of the arguments). :meth:`reset_parameters`
+    recomputes them, so a module built on the meta device is ready after ``to_empty()`` and
+    ``reset_parameters()``. A longer sequence doubles the
     cache in eager mode; under ``torch.compile`` the missing rows are computed directly instead,
     so the compiled graph never mutates the module.
 
@@ -746,47 +493,47 @@ class RotaryEmbedding(nn.Module):
         max_len: int = 2048,
     ) -> None:
         super().__init__()
-        self._spec = _resolve(dim, base, scaling)
+        self.scaling = parse_scaling(dim, base, scaling)
         self.dim = dim
         self.layout = check_choice("layout", layout, ROPE_LAYOUTS)
         max_len = check_positive_int("max_len", max_len)
-        cos, sin = self._compute(torch.arange(max_len), None, torch.get_default_dtype())
-        self.register_buffer("cos_cached", cos, persistent=False)
-        self.register_buffer("sin_cached", sin, persistent=False)
+        self.register_buffer("cos_cached", torch.empty(max_len, self.rotary_dim), persistent=False)
+        self.register_buffer("sin_cached", torch.empty(max_len, self.rotary_dim), persistent=False)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Recompute the cos/sin cache in place, at its current length, dtype and device."""
+        cos, sin = self._cos_sin_rows(0, self.cos_cached.shape[0])
+        with torch.no_grad():
+            self.cos_cached.copy_(cos)
+            self.sin_cached.copy_(sin)
 
     @property
     def rotary_dim(self) -> int:
         """Number of channels that rotate (``dim`` unless ``partial_rotary_factor`` is set)."""
-        return self._spec.rotary_dim
+        return self.scaling.rotary_dim
 
     def extra_repr(self) -> str:
         return (
-            f"dim={self.dim}, rotary_dim={self.rotary_dim}, base={self._spec.base}, "
-            f"rope_type={self._spec.rope_type!r}, layout={self.layout!r}"
+            f"dim={self.dim}, rotary_dim={self.rotary_dim}, base={self.scaling.base}, "
+            f"rope_type={self.scaling.rope_type!r}, layout={self.layout!r}"
         )
 
-    def _compute(
-        self, positions: torch.Tensor, seq_len: int | torch.Tensor | None, dtype: torch.dtype
+    def _cos_sin_rows(
+        self, start: int, end: int, seq_len: int | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        inv_freq = _inv_freq(self._spec, seq_len, positions.device)
-        return _cos_sin(positions, inv_freq, self._spec.attention_factor, self.layout, dtype)
+        """cos/sin of positions ``start … end-1`` in the cache's dtype and on its device."""
+        positions = torch.arange(start, end, device=self.cos_cached.device)
+        return _cos_sin(positions, self.scaling, seq_len, self.layout, self.cos_cached.dtype)
 
-    def _range(self, start: int, end: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def _cos_sin_of_range(self, start: int, end: int) -> tuple[torch.Tensor, torch.Tensor]:
         """cos/sin of positions ``start … end-1`` (a sequence of length ``end``)."""
-        device, dtype = self.cos_cached.device, self.cos_cached.dtype
-        threshold = self._spec.length_threshold
+        threshold = self.scaling.length_threshold
         if threshold is not None and end > threshold:
             # The frequencies depend on this length: nothing cached applies.
-            return self._compute(torch.arange(start, end, device=device), end, dtype)
-        if end > self.cos_cached.shape[0]:
-            if torch.compiler.is_compiling():
-                return self._compute(torch.arange(start, end, device=device), None, dtype)
-            # Doubling keeps token-by-token decoding from rebuilding the cache at every step.
-            cos, sin = self._compute(
-                torch.arange(max(end, 2 * self.cos_cached.shape[0]), device=device), None, dtype
-            )
-            self.cos_cached, self.sin_cached = cos, sin
-        return self.cos_cached[start:end], self.sin_cached[start:end]
+            return self._cos_sin_rows(start, end, seq_len=end)
+        cos, sin = cached_rows(self, ("cos_cached", "sin_cached"), start, end, self._cos_sin_rows)
+        return cos, sin
 
     def forward(
         self,
@@ -825,27 +572,24 @@ class RotaryEmbedding(nn.Module):
         batch, seq = q.shape[0], q.shape[2]
         offset = check_nonnegative_int("offset", offset)
         if positions is None:
-            cos, sin = self._range(offset, offset + seq)
+            cos, sin = self._cos_sin_of_range(offset, offset + seq)
         else:
             if offset:
                 raise ValueError(f"offset must be 0 when positions are given, got {offset}")
             self._check_positions(positions, batch, seq)
             seq_len = None
-            if self._spec.length_threshold is not None and positions.numel() > 0:
+            if self.scaling.length_threshold is not None and positions.numel() > 0:
                 seq_len = positions.amax() + 1  # stays on the device: no host sync
             device, dtype = self.cos_cached.device, self.cos_cached.dtype
-            cos, sin = self._compute(positions.to(device), seq_len, dtype)
+            cos, sin = _cos_sin(positions.to(device), self.scaling, seq_len, self.layout, dtype)
             if positions.ndim == 2:
-                cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # broadcast over heads
+                cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # (batch, seq, w) -> (batch, 1, seq, w)
         return apply_rope(q, cos, sin, layout=self.layout), apply_rope(k, cos, sin, layout=self.layout)
 
     @staticmethod
     def _check_positions(positions: Any, batch: int, seq: int) -> None:
-        if not isinstance(positions, torch.Tensor):
-            raise TypeError(f"positions must be a torch.Tensor, got {type(positions).__name__}")
-        if positions.dtype == torch.bool or positions.is_floating_point() or positions.is_complex():
-            # Float positions would need a NaN check, which reads values (a host sync).
-            raise TypeError(f"positions must be an integer tensor in forward, got {positions.dtype}")
+        # Float positions would need a NaN check, which reads values (a host sync).
+        check_integer_tensor("positions", positions)
         shape = tuple(positions.shape)
         if not (
             (positions.ndim == 1 and shape == (seq,))

@@ -7,7 +7,7 @@ import math
 import torch
 from torch import nn
 
-from posenc._dtypes import round_once
+from posenc._cache import cached_rows
 from posenc._checks import (
     check_choice,
     check_float_dtype,
@@ -19,6 +19,8 @@ from posenc._checks import (
     check_positive_int,
     check_probability,
 )
+from posenc._dtypes import round_once
+from posenc._frequencies import inverse_frequencies
 
 __all__ = ["SINUSOIDAL_STYLES", "sinusoidal_frequencies", "sinusoidal_table", "SinusoidalPositionalEncoding"]
 
@@ -58,8 +60,7 @@ def sinusoidal_frequencies(
         n = dim // 2
         log_inc = math.log(base) / max(n - 1, 1)
         return torch.exp(torch.arange(n, dtype=torch.float64, device=device) * -log_inc)
-    exponents = torch.arange(0, dim, 2, dtype=torch.float64, device=device) / dim
-    return base ** -exponents
+    return inverse_frequencies(dim, base, device=device)
 
 
 def sinusoidal_table(
@@ -183,23 +184,20 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.batch_first = bool(batch_first)
         self.dropout = nn.Dropout(check_probability("dropout", dropout))
         max_len = check_positive_int("max_len", max_len)
-        self.register_buffer("pe", sinusoidal_table(max_len, dim, base=base, style=style))
+        self.register_buffer("pe", torch.empty(max_len, self.dim))
+        self.reset_parameters()
 
-    def _table(self, start: int, length: int, like: torch.Tensor) -> torch.Tensor:
-        end = start + length
-        if start < 0 or end > self.pe.shape[0]:
-            if torch.compiler.is_compiling() or start < 0:
-                # Rows outside the cache are computed directly; a compiled graph cannot
-                # replace a buffer, and negative offsets are never cached.
-                return sinusoidal_table(
-                    length, self.dim, base=self.base, style=self.style, offset=start,
-                    dtype=self.pe.dtype, device=self.pe.device,
-                ).to(like.dtype)
-            self.pe = sinusoidal_table(
-                max(end, 2 * self.pe.shape[0]), self.dim, base=self.base, style=self.style,
-                dtype=self.pe.dtype, device=self.pe.device,
-            )
-        return self.pe[start:end].to(like.dtype)
+    def reset_parameters(self) -> None:
+        """Recompute the table in place, at its current length, dtype and device."""
+        with torch.no_grad():
+            self.pe.copy_(self._rows(0, self.pe.shape[0])[0])
+
+    def _rows(self, start: int, end: int) -> tuple[torch.Tensor]:
+        table = sinusoidal_table(
+            end - start, self.dim, base=self.base, style=self.style, offset=start,
+            dtype=self.pe.dtype, device=self.pe.device,
+        )
+        return (table,)
 
     def forward(self, x: torch.Tensor, *, offset: int = 0) -> torch.Tensor:
         """Add the encodings of positions ``offset … offset + seq - 1`` to ``x``.
@@ -222,16 +220,57 @@ class SinusoidalPositionalEncoding(nn.Module):
         check_last_dim("x", x, self.dim)
         offset = check_int("offset", offset)
         seq_axis = 1 if self.batch_first else 0
-        pe = self._table(offset, x.shape[seq_axis], x)
-        pe = pe.unsqueeze(0) if self.batch_first else pe.unsqueeze(1)
+        (pe,) = cached_rows(self, ("pe",), offset, offset + x.shape[seq_axis], self._rows)
+        pe = pe.to(x.dtype)
+        pe = pe.unsqueeze(0) if self.batch_first else pe.unsqueeze(1)  # (seq, dim) -> broadcast over batch
         return self.dropout(x + pe)
 
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):  # type: ignore[no-untyped-def]
-        # A saved table may have grown past max_len; take its length rather than fail.
+    def _load_from_state_dict(  # type: ignore[no-untyped-def]
+        self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+    ):
         saved = state_dict.get(prefix + "pe")
-        if saved is not None and saved.shape != self.pe.shape:
-            self.pe = torch.empty_like(saved, device=self.pe.device, dtype=self.pe.dtype)
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        before = self.pe.detach().clone()  # loading copies into the buffer in place
+        if (
+            isinstance(saved, torch.Tensor)
+            and saved.ndim == 2
+            and saved.shape[1] == self.dim
+            and saved.shape[0] != self.pe.shape[0]
+        ):
+            # A saved table may have grown past max_len: take its length. Any other shape is
+            # left to nn.Module, which reports the size mismatch.
+            self.pe = torch.empty(saved.shape, dtype=self.pe.dtype, device=self.pe.device)
+        n_errors = len(error_msgs)
+        super()._load_from_state_dict(
+            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+        )
+        if len(error_msgs) > n_errors:
+            self.pe = before
+        elif isinstance(saved, torch.Tensor) and self.pe.shape == saved.shape:
+            problem = self._mismatch(saved)
+            if problem is not None:
+                self.pe = before
+                error_msgs.append(problem)
+
+    def _mismatch(self, saved: torch.Tensor) -> str | None:
+        """Why ``saved`` is not this module's table (``None`` if it is, up to rounding)."""
+        if saved.is_meta or not saved.dtype.is_floating_point:
+            return None
+        expected = sinusoidal_table(
+            saved.shape[0], self.dim, base=self.base, style=self.style,
+            dtype=torch.float64, device=saved.device,
+        )
+        error = (saved.to(torch.float64) - expected).abs().nan_to_num(nan=float("inf"))
+        # Entries lie in [-1, 1]: one unit in the last place of the saved dtype is at most eps.
+        tolerance = torch.finfo(saved.dtype).eps
+        worst = float(error.max())
+        if worst <= tolerance:
+            return None
+        row = int(error.amax(dim=1).argmax())
+        return (
+            f"pe: the saved table is not the sinusoidal table of this module (dim={self.dim}, "
+            f"base={self.base:g}, style={self.style!r}): it differs by {worst:.3g} at row {row}, "
+            f"more than rounding ({tolerance:.3g}); was it saved with another style or base?"
+        )
 
     def extra_repr(self) -> str:
         return (

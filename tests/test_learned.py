@@ -55,13 +55,19 @@ def test_learned_full_table_fits() -> None:
     assert torch.equal(module(torch.zeros(1, 1, 4), offset=9)[0, 0], module.weight[9].detach())
 
 
+def test_learned_negative_offset_names_offset() -> None:
+    # A negative offset is a bad argument, not a sequence past max_len.
+    module = LearnedPositionalEncoding(4, 10)
+    with pytest.raises(ValueError, match=r"offset must be a non-negative integer, got -1"):
+        module(torch.zeros(1, 2, 4), offset=-1)
+
+
 @pytest.mark.parametrize(
     ("seq", "offset", "pattern"),
     [
         (11, 0, r"sequence length 11\b.*max_len=10\b"),
         (5, 6, r"positions 6\.\.10\b.*offset 6\b.*max_len=10\b"),
         (1, 10, r"sequence length 1\b.*offset 10\b.*max_len=10\b"),
-        (2, -1, r"offset -1\b.*max_len=10\b"),
     ],
 )
 def test_learned_past_max_len_raises(seq: int, offset: int, pattern: str) -> None:

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from posenc._dtypes import round_once
-from posenc.multidim import VideoPositionalEncoding, axial_rope_cos_sin, sinusoidal_2d, sinusoidal_nd
+from posenc.multidim import VideoPositionalEncoding, sinusoidal_2d, sinusoidal_nd
+from posenc.rope import axial_rope_cos_sin
 from posenc.sinusoidal import sinusoidal_table
 
 FLOAT_DTYPES = [torch.float64, torch.float32, torch.float16, torch.bfloat16]

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from posenc.multidim import axial_rope_cos_sin, sinusoidal_2d, sinusoidal_nd
+from posenc.multidim import sinusoidal_2d, sinusoidal_nd
+from posenc.rope import axial_rope_cos_sin
 
 # ---------------------------------------------------------------- positional-encodings >= 5
 
