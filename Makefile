@@ -11,7 +11,7 @@ PIN    := -c requirements/constraints.txt
 STAMP  := $(VENV)/.installed
 MATHJAX := docs/node_modules/mathjax/es5/tex-chtml.js
 
-.PHONY: help venv fonts browser assets html test test-lib i18n check-translations bench clean
+.PHONY: help venv fonts browser compiler assets html test test-lib i18n check-translations bench clean
 
 help:
 	@echo "make html   build the site (English and Chinese) into docs/_build/html"
@@ -38,6 +38,9 @@ fonts:
 	@bash tools/install-system-packages.sh fonts-noto-cjk
 browser:
 	@bash tools/install-system-packages.sh chromium chromium-driver
+# A C++ compiler for torch.compile's CPU backend (inductor), which the library tests compile with.
+compiler:
+	@bash tools/install-system-packages.sh g++
 
 # Front-end files served by the site itself (MathJax), so math renders offline.
 assets: $(MATHJAX)
@@ -48,10 +51,11 @@ $(MATHJAX): docs/package.json docs/package-lock.json
 html: venv fonts assets
 	@PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash tools/build-site.sh
 
-test: html browser
-	POSENC_REQUIRE_SITE=1 POSENC_REQUIRE_REFERENCES=1 $(PY) -m pytest
+# POSENC_NO_SKIPS=1: any skip other than "needs CUDA" fails the run (tests/skip_policy.py).
+test: html browser compiler
+	POSENC_NO_SKIPS=1 POSENC_REQUIRE_SITE=1 POSENC_REQUIRE_REFERENCES=1 $(PY) -m pytest
 
-test-lib: venv
+test-lib: venv compiler
 	$(PY) -m pytest tests --ignore=tests/docs --ignore=tests/browser
 
 i18n: venv assets

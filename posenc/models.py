@@ -121,8 +121,8 @@ class TransformerConfig:
         return self.dim // self.num_heads
 
 
-class _Shared(NamedTuple):
-    """What every layer needs, computed once per forward."""
+class _AttentionContext(NamedTuple):
+    """What the attention of every layer needs, computed once per forward."""
 
     mask: torch.Tensor | None  # (seq, seq) bool, True where a key is hidden
     bias: torch.Tensor | None  # broadcastable to (batch, heads, seq, seq): T5, ALiBi
@@ -153,8 +153,8 @@ class Attention(nn.Module):
         self.rel_k: RelativePositionEmbedding | None = None
         self.rel_v: RelativePositionEmbedding | None = None
         self.r_proj: nn.Linear | None = None
-        self.u: nn.Parameter | None = None
-        self.v: nn.Parameter | None = None
+        self.xl_content_bias: nn.Parameter | None = None  # Transformer-XL's u
+        self.xl_position_bias: nn.Parameter | None = None  # Transformer-XL's v
         self.cope: CoPE | None = None
 
     def add_position(self, config: TransformerConfig) -> None:
@@ -173,19 +173,19 @@ class Attention(nn.Module):
         elif self.position == "xl":
             self.r_proj = nn.Linear(config.dim, config.dim, bias=False)
             # The global content bias u and position bias v (std 0.02 as in the authors' code).
-            self.u = nn.Parameter(torch.randn(self.num_heads, self.head_dim) * 0.02)
-            self.v = nn.Parameter(torch.randn(self.num_heads, self.head_dim) * 0.02)
+            self.xl_content_bias = nn.Parameter(torch.randn(self.num_heads, self.head_dim) * 0.02)
+            self.xl_position_bias = nn.Parameter(torch.randn(self.num_heads, self.head_dim) * 0.02)
         elif self.position == "cope":
             self.cope = CoPE(self.head_dim, config.cope_max_pos or config.max_len + 1)
 
-    def scores(self, x: torch.Tensor, shared: _Shared) -> tuple[torch.Tensor, torch.Tensor]:
+    def scores(self, x: torch.Tensor, context: _AttentionContext) -> tuple[torch.Tensor, torch.Tensor]:
         """Attention logits, before the softmax, and values.
 
         Parameters
         ----------
         x : torch.Tensor
             Normalised input ``(batch, seq, dim)``.
-        shared : tuple
+        context : tuple
             Mask, bias, Transformer-XL table and rotary module of this forward pass.
 
         Returns
@@ -195,36 +195,40 @@ class Attention(nn.Module):
             ``(batch, heads, seq, head_dim)``.
         """
         batch, seq, _ = x.shape
-        q, k, v = self.qkv(x).view(batch, seq, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        if shared.rope is not None:
-            q, k = shared.rope(q, k)
+        # (batch, seq, 3 * dim) -> (batch, seq, 3, heads, head_dim) -> (3, batch, heads, seq, head_dim)
+        q, k, values = self.qkv(x).view(batch, seq, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        if context.rope is not None:
+            q, k = context.rope(q, k)
         if self.r_proj is not None:
-            r = self.r_proj(shared.xl_table).view(-1, self.num_heads, self.head_dim).transpose(0, 1)
-            content = (q + self.u[:, None]) @ k.transpose(-1, -2)
-            position = rel_shift((q + self.v[:, None]) @ r.transpose(-1, -2))[..., :seq]
-            logits = content + position
+            # (rows, dim) -> (rows, heads, head_dim) -> (heads, rows, head_dim)
+            r = self.r_proj(context.xl_table).view(-1, self.num_heads, self.head_dim).transpose(0, 1)
+            # Biases (heads, head_dim) -> (heads, 1, head_dim), broadcast over queries.
+            content = (q + self.xl_content_bias[:, None]) @ k.transpose(-1, -2)
+            position = rel_shift((q + self.xl_position_bias[:, None]) @ r.transpose(-1, -2))[..., :seq]
+            logits = content + position  # (batch, heads, seq, seq)
         else:
-            logits = q @ k.transpose(-1, -2)
+            logits = q @ k.transpose(-1, -2)  # (batch, heads, seq, seq)
         if self.rel_k is not None:
+            # rel_k: (seq, seq, head_dim); a_ij added to every key, per query i and key j.
             logits = logits + torch.einsum("bhid,ijd->bhij", q, self.rel_k(seq, seq))
         logits = logits / math.sqrt(self.head_dim)
-        if shared.bias is not None:
-            logits = logits + shared.bias
-        if shared.mask is not None:
-            logits = logits.masked_fill(shared.mask, float("-inf"))
+        if context.bias is not None:
+            logits = logits + context.bias
+        if context.mask is not None:
+            logits = logits.masked_fill(context.mask, float("-inf"))
         if self.cope is not None:
             # After the mask, as in the paper: masked keys get gate 0 and count nothing.
             logits = logits + self.cope(q, logits)
-        return logits, v
+        return logits, values
 
-    def forward(self, x: torch.Tensor, shared: _Shared) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, context: _AttentionContext) -> torch.Tensor:
         """Attend.
 
         Parameters
         ----------
         x : torch.Tensor
             Normalised input ``(batch, seq, dim)``.
-        shared : tuple
+        context : tuple
             As in :meth:`scores`.
 
         Returns
@@ -232,12 +236,13 @@ class Attention(nn.Module):
         torch.Tensor
             ``(batch, seq, dim)``, before the residual connection.
         """
-        logits, v = self.scores(x, shared)
-        attn = self.drop(logits.softmax(dim=-1))
-        out = attn @ v
+        logits, values = self.scores(x, context)
+        attn = self.drop(logits.softmax(dim=-1))  # (batch, heads, seq, seq)
+        out = attn @ values  # (batch, heads, seq, head_dim)
         if self.rel_v is not None:
             seq = x.shape[1]
             out = out + torch.einsum("bhij,ijd->bhid", attn, self.rel_v(seq, seq))
+        # (batch, heads, seq, head_dim) -> (batch, seq, heads, head_dim) -> (batch, seq, dim)
         return self.proj(out.transpose(1, 2).flatten(2))
 
 
@@ -254,8 +259,8 @@ class _Block(nn.Module):
         )
         self.drop = nn.Dropout(config.dropout)
 
-    def forward(self, x: torch.Tensor, shared: _Shared) -> torch.Tensor:
-        x = x + self.drop(self.attn(self.norm1(x), shared))
+    def forward(self, x: torch.Tensor, context: _AttentionContext) -> torch.Tensor:
+        x = x + self.drop(self.attn(self.norm1(x), context))
         return x + self.drop(self.ff(self.norm2(x)))
 
 
@@ -327,7 +332,7 @@ class Transformer(nn.Module):
         for block in self.blocks:
             block.attn.add_position(config)
 
-    def _shared(self, seq: int, like: torch.Tensor) -> _Shared:
+    def _attention_context(self, seq: int, like: torch.Tensor) -> _AttentionContext:
         config, device = self.config, like.device
         mask = torch.ones(seq, seq, dtype=torch.bool, device=device).triu(1) if config.causal else None
         bias = None
@@ -344,7 +349,7 @@ class Transformer(nn.Module):
                 xl_table = sinusoidal_table(
                     2 * seq - 1, config.dim, style="concat", offset=1 - seq, dtype=like.dtype, device=device
                 ).flip(0)
-        return _Shared(mask, bias, xl_table, self.rope)
+        return _AttentionContext(mask, bias, xl_table, self.rope)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """Hidden states of the last layer (after the final layer norm).
@@ -364,9 +369,9 @@ class Transformer(nn.Module):
         if self.absolute is not None:
             x = self.absolute(x)
         x = self.drop(x)
-        shared = self._shared(tokens.shape[1], x)
+        context = self._attention_context(tokens.shape[1], x)
         for block in self.blocks:
-            x = block(x, shared)
+            x = block(x, context)
         return self.norm(x)
 
 

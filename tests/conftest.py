@@ -8,6 +8,14 @@ from pathlib import Path
 
 import pytest
 
+# Under `make test`, skips other than "needs CUDA" fail the run (tests/skip_policy.py).
+from skip_policy import (  # noqa: E402, F401
+    pytest_collectreport,
+    pytest_runtest_logreport,
+    pytest_sessionfinish,
+    pytest_terminal_summary,
+)
+
 ROOT = Path(__file__).resolve().parent.parent
 SITE = ROOT / "docs" / "_build" / "html"
 

@@ -19,7 +19,7 @@ POSITION_PARAMS = {  # parameter-name fragments that only the given encoding cre
     "sinusoidal": (),
     "learned": ("absolute.weight",),
     "shaw": ("rel_k.", "rel_v."),
-    "xl": ("r_proj.", "attn.u", "attn.v"),
+    "xl": ("r_proj.", "attn.xl_content_bias", "attn.xl_position_bias"),
     "t5": ("t5.",),
     "rope": (),
     "alibi": (),
@@ -103,7 +103,7 @@ def first_layer_logits(model: Transformer, x: torch.Tensor) -> torch.Tensor:
     if model.absolute is not None:
         hidden = model.absolute(hidden)
     block = model.blocks[0]
-    return block.attn.scores(block.norm1(hidden), model._shared(x.shape[1], hidden))[0]
+    return block.attn.scores(block.norm1(hidden), model._attention_context(x.shape[1], hidden))[0]
 
 
 def qkv(model: Transformer, x: torch.Tensor):
@@ -124,7 +124,7 @@ def test_xl_logits_match_the_formula(causal):
         for j in range(SEQ if not causal else i + 1):
             r = attn.r_proj(sinusoidal_table(1, DIM, style="concat", offset=i - j, dtype=torch.float64))
             r = r.view(HEADS, DIM // HEADS)
-            expected = ((q[:, i] + attn.u) * k[:, j]).sum(-1) + ((q[:, i] + attn.v) * r).sum(-1)
+            expected = ((q[:, i] + attn.xl_content_bias) * k[:, j]).sum(-1) + ((q[:, i] + attn.xl_position_bias) * r).sum(-1)
             torch.testing.assert_close(logits[:, i, j], expected / math.sqrt(DIM // HEADS))
     if causal:
         assert torch.isneginf(logits.triu(1)[logits.triu(1) != 0]).all()
