@@ -105,14 +105,17 @@ def test_bias_properties(num_heads, q_len, extra):
         torch.testing.assert_close(out[:, -1, -2], -slopes, rtol=1e-15, atol=0)
 
 
-def test_bias_is_translation_invariant_under_softmax_with_causal_mask():
-    # Adding a per-row constant changes nothing: ALiBi's rows can start anywhere.
-    scores = torch.randn(4, 6, 6, dtype=torch.float64)
-    mask = torch.ones(6, 6, dtype=torch.bool).triu(1)
-    bias = alibi_bias(4, 6, dtype=torch.float64)
-    shifted = bias + torch.arange(6, dtype=torch.float64)[:, None] * 3.0
+def test_bias_equals_per_key_form_under_softmax_with_causal_mask():
+    # alibi_bias is -slope * (i - j) below the diagonal; the per-key form slope * j (BLOOM's)
+    # differs from it by slope * i, a constant per row, which the softmax ignores once the
+    # future keys are masked. A wrong sign, slope or offset in alibi_bias breaks the equality.
+    num_heads, seq = 4, 6
+    scores = torch.randn(num_heads, seq, seq, dtype=torch.float64)
+    mask = torch.ones(seq, seq, dtype=torch.bool).triu(1)
+    bias = alibi_bias(num_heads, seq, dtype=torch.float64)
+    per_key = alibi_slopes(num_heads, dtype=torch.float64)[:, None, None] * torch.arange(seq, dtype=torch.float64)
     a = torch.softmax((scores + bias).masked_fill(mask, -math.inf), dim=-1)
-    b = torch.softmax((scores + shifted).masked_fill(mask, -math.inf), dim=-1)
+    b = torch.softmax((scores + per_key).masked_fill(mask, -math.inf), dim=-1)
     torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-15)
 
 

@@ -29,6 +29,7 @@ def test_float16_matches_numpy_direct_rounding() -> None:
     assert torch.equal(round_once(x, torch.float16), expected)
 
 
+@pytest.mark.reference_doc
 def test_naive_conversion_does_round_twice() -> None:
     """The problem round_once exists for: torch's float64 -> float16 is not always nearest."""
     x = _samples()

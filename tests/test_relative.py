@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -424,3 +425,47 @@ def test_rel_shift_bad_input():
         rel_shift([[1.0, 2.0]])
     with pytest.raises(ValueError, match="x"):
         rel_shift(torch.zeros(4))
+
+
+# ---------------------------------------------------------------------------------------------
+# T5 buckets against the original Mesh TensorFlow code (independent of transformers)
+# ---------------------------------------------------------------------------------------------
+
+
+def _mesh_tf_bucket(relative_position: np.ndarray, bidirectional: bool, num_buckets: int,
+                    max_distance: int) -> np.ndarray:
+    """Transcription of mesh_tensorflow ``transformer/transformer_layers._relative_position_bucket``
+    in NumPy: float32 arithmetic throughout (``mtf.to_float``; Python constants become float32
+    tensors), truncation by ``mtf.to_int32``."""
+    ret = np.zeros_like(relative_position, dtype=np.int64)
+    n = -relative_position
+    if bidirectional:
+        num_buckets //= 2
+        ret += (n < 0).astype(np.int64) * num_buckets
+        n = np.abs(n)
+    else:
+        n = np.maximum(n, 0)
+    max_exact = num_buckets // 2
+    is_small = n < max_exact
+    with np.errstate(divide="ignore"):
+        log_ratio = np.log(n.astype(np.float32) / np.float32(max_exact))
+    scaled = log_ratio / np.float32(math.log(max_distance / max_exact)) * np.float32(num_buckets - max_exact)
+    val_if_large = max_exact + np.where(is_small, 0, scaled).astype(np.int64)
+    val_if_large = np.minimum(val_if_large, num_buckets - 1)
+    return ret + np.where(is_small, n, val_if_large)
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+# (166, 1000) and (318, 2048): settings where float32 and float64 arithmetic give different
+# buckets (two distances each), so the float32 steps are what is being checked.
+@pytest.mark.parametrize(
+    ("num_buckets", "max_distance"), [(32, 128), (64, 256), (8, 20), (320, 4096), (166, 1000), (318, 2048)]
+)
+def test_t5_buckets_equal_mesh_tensorflow(bidirectional: bool, num_buckets: int, max_distance: int) -> None:
+    relative = np.arange(-3 * max_distance, 3 * max_distance + 1, dtype=np.int64)
+    expected = _mesh_tf_bucket(relative, bidirectional, num_buckets, max_distance)
+    ours = t5_relative_position_bucket(
+        torch.from_numpy(relative), bidirectional=bidirectional, num_buckets=num_buckets,
+        max_distance=max_distance,
+    )
+    np.testing.assert_array_equal(ours.numpy(), expected)

@@ -637,3 +637,57 @@ def test_layout_helpers_bad_input() -> None:
         permute_for_half_layout(torch.zeros(2, 4, 4), 1)
     with pytest.raises(TypeError, match="weight"):
         permute_for_half_layout([[1.0]], 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# YaRN against the authors' repository (independent of transformers)
+# ---------------------------------------------------------------------------------------------
+
+
+def _yarn_repo_inv_freq(dim: int, base: float, scale: float, original_max: int,
+                        beta_fast: float, beta_slow: float) -> tuple[torch.Tensor, float]:
+    """Transcription of jquesnelle/yarn ``LlamaYaRNScaledRotaryEmbedding`` (find_correction_dim,
+    find_correction_range, linear_ramp_mask, get_mscale), in float64, extrapolation_factor=1,
+    attn_factor=1."""
+
+    def find_correction_dim(num_rotations: float) -> float:
+        return (dim * math.log(original_max / (num_rotations * 2 * math.pi))) / (2 * math.log(base))
+
+    low = math.floor(find_correction_dim(beta_fast))
+    high = math.ceil(find_correction_dim(beta_slow))
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = ((torch.arange(dim // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
+    pos_freqs = base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    extrapolation, interpolation = 1.0 / pos_freqs, 1.0 / (scale * pos_freqs)
+    mask = 1 - ramp
+    inv_freq = interpolation * (1 - mask) + extrapolation * mask
+    mscale = 1.0 if scale <= 1 else 0.1 * math.log(scale) + 1.0
+    return inv_freq, mscale
+
+
+@pytest.mark.parametrize(
+    ("dim", "base", "scale", "original_max", "beta_fast", "beta_slow"),
+    [
+        (128, 10000.0, 16.0, 4096, 32.0, 1.0),  # the paper's Llama 2 setting
+        (128, 10000.0, 8.0, 2048, 32.0, 1.0),
+        (64, 500000.0, 4.0, 8192, 32.0, 1.0),
+        (128, 10000.0, 4.0, 4096, 16.0, 2.0),  # other beta_fast / beta_slow
+        (32, 10000.0, 2.0, 512, 64.0, 0.5),
+        (16, 100.0, 3.0, 64, 32.0, 11.0),  # low == high == 0 after clamping: the 0.001 widening
+    ],
+)
+def test_yarn_equals_authors_repository(dim, base, scale, original_max, beta_fast, beta_slow) -> None:
+    scaling = {
+        "rope_type": "yarn", "factor": scale, "original_max_position_embeddings": original_max,
+        "beta_fast": beta_fast, "beta_slow": beta_slow,
+    }
+    ours, factor = rope_inv_freq(dim, base=base, scaling=scaling)
+    expected, mscale = _yarn_repo_inv_freq(dim, base, scale, original_max, beta_fast, beta_slow)
+    torch.testing.assert_close(ours, expected, rtol=1e-13, atol=0)
+    assert factor == pytest.approx(mscale, rel=1e-15)
+    # The ramp is not trivial in these settings: some frequencies move, some stay.
+    unscaled, _ = rope_inv_freq(dim, base=base)
+    assert (ours == unscaled).any()
+    assert (ours < unscaled).any()

@@ -103,10 +103,16 @@ def test_mae_class_token_is_a_zero_row_in_front():
 
 
 def test_mae_half_named_grid_h_encodes_the_column():
-    # MAE's comment says the first half encodes grid_h; with meshgrid(grid_w, grid_h) it is the width.
+    # MAE's comment says the first half encodes grid_h; with meshgrid(grid_w, grid_h) it is the
+    # width. posenc's "mae" style documents and reproduces that: its first half follows the column.
     ref = mae_get_2d_sincos_pos_embed(8, (2, 3)).reshape(2, 3, 8)
-    assert np.allclose(ref[0, :, :4], ref[1, :, :4])  # same column, different row: equal
-    assert not np.allclose(ref[0, 0, :4], ref[0, 1, :4])  # same row, different column: not
+    ours = sinusoidal_2d(2, 3, 8, style="mae", dtype=torch.float64).reshape(2, 3, 8).numpy()
+    for table in (ref, ours):
+        assert np.allclose(table[0, :, :4], table[1, :, :4])  # same column, different row: equal
+        assert not np.allclose(table[0, 0, :4], table[0, 1, :4])  # same row, different column: not
+    # posenc's "timm" style puts the row first instead.
+    timm_style = sinusoidal_2d(2, 3, 8, style="timm", dtype=torch.float64).reshape(2, 3, 8)
+    assert torch.equal(timm_style[:, 0, :2], timm_style[:, 1, :2])
 
 
 # ---------------------------------------------------------------- timm layers/pos_embed_sincos.py

@@ -230,6 +230,7 @@ def test_xl_embedding_equals_xl(k_len, dim, clamp_len):
     )
 
 
+@pytest.mark.reference_doc
 def test_hf_no_longer_ships_transformer_xl():
     transformers = pytest.importorskip("transformers")
     # Transformer-XL was deprecated in transformers 4.35 and removed in 5.x, so the

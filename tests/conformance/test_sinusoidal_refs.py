@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 
-from posenc.sinusoidal import sinusoidal_table
+from posenc.sinusoidal import sinusoidal_frequencies, sinusoidal_table
 
 # Per-position bound on the error of a float32 computation of sin/cos(p * w), see module docstring.
 FLOAT32_ERROR_PER_POSITION = 2.0**-22
@@ -259,11 +259,18 @@ def test_x_transformers_scaled_sinusoidal_over_scale_equals_concat(dim: int, the
 
 
 def test_x_transformers_scaled_sinusoidal_needs_even_dim() -> None:
+    # x-transformers asserts an even width; posenc's "concat" table takes an odd one, the extra
+    # column being one more sine (and its even-width part is x-transformers' table).
     pytest.importorskip("x_transformers")
     from x_transformers.x_transformers import ScaledSinusoidalEmbedding
 
     with pytest.raises(AssertionError):
         ScaledSinusoidalEmbedding(7)
+    odd = sinusoidal_table(50, 7, style="concat", dtype=torch.float64)
+    positions = torch.arange(50, dtype=torch.float64)[:, None]
+    freqs = sinusoidal_frequencies(7)
+    torch.testing.assert_close(odd[:, :4], torch.sin(positions * freqs), rtol=0, atol=1e-15)
+    torch.testing.assert_close(odd[:, 4:], torch.cos(positions * freqs[:3]), rtol=0, atol=1e-15)
 
 
 # ------------------------------------------------------------------------------ positional-encodings
