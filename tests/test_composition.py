@@ -15,7 +15,6 @@ import pytest
 import torch
 from torch import nn
 
-import posenc
 from posenc import (
     CoPE,
     LearnedPositionalEncoding,
@@ -310,9 +309,3 @@ def test_apply_rope_refuses_batch_cos_against_heads() -> None:
 def test_rope_cos_sin_list_positions_message_names_tensor() -> None:
     with pytest.raises(TypeError, match=r"int \(a sequence length\) or a torch\.Tensor"):
         rope_cos_sin([0, 1, 2], 8)
-
-
-def test_version_is_the_package_metadata() -> None:
-    from importlib.metadata import version
-
-    assert posenc.__version__ == version("posenc")

@@ -1,0 +1,67 @@
+"""posenc: positional encodings for Transformers, each written once and checked against the
+implementations people use.
+
+The public names of SPEC.md are importable from here; ``posenc.numpy``, ``posenc.diagnostics``
+and ``posenc.models`` are submodules.
+"""
+
+from posenc.alibi import alibi_bias, alibi_slopes
+from posenc.cope import CoPE, cope_logits, cope_positions
+from posenc.graph import laplacian_pe, random_walk_pe
+from posenc.learned import LearnedPositionalEncoding, TokenEmbedding
+from posenc.multidim import VideoPositionalEncoding, sinusoidal_2d, sinusoidal_nd
+from posenc.relative import (
+    RelativePositionEmbedding,
+    T5RelativePositionBias,
+    rel_shift,
+    relative_position_indices,
+    t5_relative_position_bucket,
+    xl_relative_embedding,
+)
+from posenc.rope import (
+    RotaryEmbedding,
+    apply_rope,
+    axial_rope_cos_sin,
+    half_to_interleaved,
+    interleaved_to_half,
+    permute_for_half_layout,
+    rope_cos_sin,
+    rope_inv_freq,
+)
+from posenc.sinusoidal import SinusoidalPositionalEncoding, sinusoidal_frequencies, sinusoidal_table
+
+from posenc import diagnostics, models, numpy  # noqa: E402  (submodules: posenc.diagnostics, ...)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CoPE",
+    "RotaryEmbedding",
+    "apply_rope",
+    "cope_logits",
+    "cope_positions",
+    "half_to_interleaved",
+    "interleaved_to_half",
+    "permute_for_half_layout",
+    "rope_cos_sin",
+    "rope_inv_freq",
+    "LearnedPositionalEncoding",
+    "RelativePositionEmbedding",
+    "SinusoidalPositionalEncoding",
+    "T5RelativePositionBias",
+    "TokenEmbedding",
+    "VideoPositionalEncoding",
+    "alibi_bias",
+    "alibi_slopes",
+    "axial_rope_cos_sin",
+    "laplacian_pe",
+    "random_walk_pe",
+    "rel_shift",
+    "relative_position_indices",
+    "sinusoidal_2d",
+    "sinusoidal_frequencies",
+    "sinusoidal_nd",
+    "sinusoidal_table",
+    "t5_relative_position_bucket",
+    "xl_relative_embedding",
+]
