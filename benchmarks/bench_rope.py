@@ -51,8 +51,9 @@ def main() -> None:
     hf_cos, hf_sin = cos[None], sin[None]  # HF expects (batch, seq, dim)
 
     ref_q, ref_k = apply_rotary_pos_emb(q, k, hf_cos, hf_sin)
-    torch.testing.assert_close(apply_rope(q, cos, sin), ref_q)
-    torch.testing.assert_close(apply_rope(k, cos, sin), ref_k)
+    # Not merely close: the same bits as Hugging Face's formula.
+    assert torch.equal(apply_rope(q, cos, sin), ref_q)
+    assert torch.equal(apply_rope(k, cos, sin), ref_k)
 
     with torch.inference_mode():
         med = _median_seconds(

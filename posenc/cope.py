@@ -103,10 +103,10 @@ def cope_logits(query: torch.Tensor, attn_logits: torch.Tensor, pos_emb: torch.T
         )
     positions = cope_positions(attn_logits, pos_emb.shape[1])
     # Integer-position logits once per query, then gathered at floor and ceil of each p_ij.
-    logits_int = torch.matmul(query, pos_emb.to(query.dtype))
+    logits_int = torch.matmul(query, pos_emb.to(query.dtype))  # (batch, heads, q_len, max_pos)
     floor = positions.floor()
     w = positions - floor
-    logits_floor = logits_int.gather(-1, floor.long())
+    logits_floor = logits_int.gather(-1, floor.long())  # (batch, heads, q_len, k_len)
     logits_ceil = logits_int.gather(-1, positions.ceil().long())
     out = logits_ceil * w + logits_floor * (1 - w)
     return out.to(torch.promote_types(query.dtype, attn_logits.dtype))

@@ -405,7 +405,7 @@ class EncoderClassifier(nn.Module):
         torch.Tensor
             Class logits ``(batch, num_classes)``.
         """
-        return self.head(self.transformer(tokens).mean(dim=1))
+        return self.head(self.transformer(tokens).mean(dim=1))  # (batch, seq, dim) -> (batch, dim)
 
 
 class CausalLM(nn.Module):
@@ -441,5 +441,5 @@ class CausalLM(nn.Module):
         """
         hidden = self.transformer(tokens)
         if self.head is None:
-            return hidden @ self.transformer.embed.weight.T
+            return hidden @ self.transformer.embed.weight.T  # (batch, seq, dim) @ (dim, vocab)
         return self.head(hidden)

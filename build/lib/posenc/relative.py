@@ -288,6 +288,7 @@ class T5RelativePositionBias(nn.Module):
             num_buckets=self.num_buckets,
             max_distance=self.max_distance,
         )
+        # (q_len, k_len, heads) -> (heads, q_len, k_len) -> (1, heads, q_len, k_len)
         return self.relative_attention_bias(bucket).permute(2, 0, 1).unsqueeze(0)
 
     def extra_repr(self) -> str:
@@ -392,5 +393,7 @@ def rel_shift(x: torch.Tensor) -> torch.Tensor:
             f"x must have at least 2 dimensions (..., q_len, k_len), got shape {tuple(x.shape)}"
         )
     *batch, q_len, k_len = x.shape
-    padded = nn.functional.pad(x, (1, 0))
+    padded = nn.functional.pad(x, (1, 0))  # (..., q_len, 1 + k_len): a zero column in front
+    # Read the same memory as (k_len + 1, q_len) rows, drop the first, read back as (q_len, k_len):
+    # row i ends up shifted left by q_len - 1 - i.
     return padded.reshape(*batch, k_len + 1, q_len)[..., 1:, :].reshape(*batch, q_len, k_len)

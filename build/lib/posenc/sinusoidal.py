@@ -145,6 +145,11 @@ class SinusoidalPositionalEncoding(nn.Module):
     ``state_dict`` and moved by ``.to()``) and grows when a longer sequence arrives: the formula
     holds for every position, so there is no limit and no truncation.
 
+    Loading a ``state_dict`` accepts a table of any length (a grown one) whose values are this
+    module's up to rounding, and refuses, at load time, a table of another width (PyTorch's size
+    mismatch error) or of another ``style`` or ``base``. :meth:`reset_parameters` recomputes the
+    table, as after ``to_empty()`` from the meta device.
+
     Parameters
     ----------
     dim : int
