@@ -309,3 +309,20 @@ def test_apply_rope_refuses_batch_cos_against_heads() -> None:
 def test_rope_cos_sin_list_positions_message_names_tensor() -> None:
     with pytest.raises(TypeError, match=r"int \(a sequence length\) or a torch\.Tensor"):
         rope_cos_sin([0, 1, 2], 8)
+
+
+def test_rotary_embedding_compiled_with_inductor_gives_the_same_bits() -> None:
+    torch._dynamo.reset()
+    scaling = {"rope_type": "dynamic", "factor": 2.0, "max_position_embeddings": 8}
+    module = RotaryEmbedding(16, max_len=8, scaling=scaling)
+    q, k = _qkv((2, 4, 12, 16), seed=3).requires_grad_(), _qkv((2, 2, 12, 16), seed=4)
+    positions = torch.arange(12).expand(2, 12)  # past max_position_embeddings: dynamic frequencies
+    compiled = torch.compile(module, backend="inductor", fullgraph=True)
+    for got, expected in zip(compiled(q, k, positions=positions), module(q, k, positions=positions)):
+        assert torch.equal(got, expected)
+    # |R x|^2 = |x|^2 for a rotation, so its gradient is 2x, through the compiled kernel too.
+    x = torch.randn(2, 3, 8, dtype=torch.float64, requires_grad=True)
+    cos, sin = rope_cos_sin(3, 8, dtype=torch.float64)
+    squared_norm = torch.compile(lambda t: apply_rope(t, cos, sin).square().sum(), fullgraph=True)
+    (grad,) = torch.autograd.grad(squared_norm(x), x)
+    torch.testing.assert_close(grad, 2 * x.detach(), rtol=1e-12, atol=1e-12)
