@@ -6,6 +6,7 @@ Loaded by ``conf.py`` both as a Sphinx extension (``setup``) and as a helper mod
 
 from __future__ import annotations
 
+import logging
 import posixpath
 import shutil
 import warnings
@@ -66,17 +67,43 @@ def build_inventory(listing: Path, outdir: Path) -> Path:
     return path
 
 
+class MissingGlyph(RuntimeError):
+    """A character of a figure has no glyph in any of the figure's fonts."""
+
+
+class _MathtextGlyphGuard(logging.Filter):
+    """matplotlib's mathtext reports a missing glyph through logging, not warnings: raise instead.
+
+    Text with math (``$...$``) is laid out by mathtext, whose words outside the math use one font
+    only (no fallback), so a Chinese word beside math would otherwise render as dummy symbols.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "does not have a glyph" in record.getMessage():
+            raise MissingGlyph(record.getMessage())
+        return True
+
+
+def guard_missing_glyphs() -> None:
+    """Turn every missing-glyph report of matplotlib (warnings and mathtext logs) into an error."""
+    warnings.filterwarnings("error", message=MISSING_GLYPH)
+    mathtext = logging.getLogger("matplotlib.mathtext")
+    if not any(isinstance(f, _MathtextGlyphGuard) for f in mathtext.filters):
+        mathtext.addFilter(_MathtextGlyphGuard())
+
+
 def reset_matplotlib(gallery_conf: dict[str, Any], fname: str) -> None:
     """Apply the site's matplotlib settings before and after each gallery example.
 
     sphinx-gallery resets matplotlib to its built-in defaults between examples, which drops the
-    CJK fallback fonts of ``docs/matplotlibrc``; this puts them back, and turns a missing-glyph
-    warning into an error so that a figure with unrenderable labels fails the build.
+    CJK fallback fonts of ``docs/matplotlibrc``; this puts them back, and turns a missing glyph
+    (a warning for plain text, a log record for math text) into an error so that a figure with
+    unrenderable labels fails the build.
     """
     import matplotlib
 
     matplotlib.rc_file(MATPLOTLIBRC)
-    warnings.filterwarnings("error", message=MISSING_GLYPH)
+    guard_missing_glyphs()
 
 
 def _other_language_links(app: Any, pagename: str, templatename: str, context: dict, doctree: Any) -> None:
