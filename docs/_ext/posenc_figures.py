@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterator
 
 from docutils import nodes
 
-from posenc_docs import MissingGlyph, guard_missing_glyphs
+from posenc_docs import MATPLOTLIBRC, MissingGlyph, guard_missing_glyphs
 
 #: The catalogue (domain) that holds figure words, beside the pages' catalogues.
 DOMAIN = "figures"
@@ -381,7 +381,7 @@ def render_language(app: Any) -> None:
                 continue
             fig = _load(pickled)
             try:
-                with warnings.catch_warnings(), matplotlib.rc_context(fname=str(Path(app.confdir, "matplotlibrc"))):
+                with warnings.catch_warnings(), matplotlib.rc_context(fname=str(MATPLOTLIBRC)):
                     guard_missing_glyphs()
                     translate_figure(fig, lambda s: used.get(s, s))
                     fig.savefig(target, facecolor=fig.get_facecolor(), edgecolor=fig.get_edgecolor())

@@ -1,4 +1,5 @@
-"""The build's quality gates fail when they should: a failing example, a missing glyph.
+"""The build's quality gates fail when they should: a failing example, a missing glyph, a figure
+word without a Chinese translation.
 
 Each test builds a one-example site with the real docs/conf.py (through a two-line conf that
 runs it and points the gallery at a temporary folder).
@@ -22,13 +23,17 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _build(tmp_path: Path, example: str) -> subprocess.CompletedProcess[str]:
+def _build(tmp_path: Path, example: str, language: str = "en", figures_po: str | None = None) -> subprocess.CompletedProcess[str]:
     src, examples = tmp_path / "src", tmp_path / "examples"
     src.mkdir()
     examples.mkdir()
     (examples / "README.rst").write_text("Gallery\n=======\n")
     (examples / "plot_case.py").write_text(textwrap.dedent(example))
     (src / "index.rst").write_text("Test\n====\n\n.. toctree::\n\n   auto_examples/index\n")
+    if figures_po is not None:
+        messages = src / "locale" / language / "LC_MESSAGES"
+        messages.mkdir(parents=True)
+        (messages / "figures.po").write_text(textwrap.dedent(figures_po), encoding="utf-8")
     (src / "conf.py").write_text(
         textwrap.dedent(
             f"""
@@ -38,12 +43,14 @@ def _build(tmp_path: Path, example: str) -> subprocess.CompletedProcess[str]:
             templates_path = [{str(DOCS / "_templates")!r}]
             html_static_path = [{str(DOCS / "_static")!r}] + html_static_path[1:]
             html_favicon = {str(DOCS / "_static" / "favicon.svg")!r}
+            locale_dirs = ["locale/"]
             """
         )
     )
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     return subprocess.run(
-        [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-n", "-q", str(src), str(tmp_path / "out")],
+        [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-n", "-q", "-D", f"language={language}",
+         str(src), str(tmp_path / "out")],
         capture_output=True, text=True, env=env, timeout=300,
     )
 
@@ -90,3 +97,77 @@ def test_missing_glyph_fails_the_build(tmp_path: Path) -> None:
     ''')
     assert result.returncode != 0
     assert "missing from font" in result.stdout + result.stderr
+
+
+_LABELLED = '''
+    """
+    Labelled
+    ========
+    """
+    import matplotlib.pyplot as plt
+
+    plt.plot([0, 1], label="training loss")
+    plt.xlabel("position $p$")
+    plt.legend()
+    plt.show()
+'''
+
+_PO_HEADER = '''
+    msgid ""
+    msgstr ""
+    "Language: zh_CN\\n"
+    "Content-Type: text/plain; charset=UTF-8\\n"
+
+    msgid "position $p$"
+    msgstr "位置 $p$"
+'''
+
+
+def test_translated_figure_builds_in_chinese(tmp_path: Path) -> None:
+    """Control: with every figure word translated, the zh_CN build passes and shows its own PNG."""
+    result = _build(tmp_path, _LABELLED, "zh_CN", _PO_HEADER + '''
+    msgid "training loss"
+    msgstr "训练损失"
+    ''')
+    assert result.returncode == 0, result.stdout + result.stderr
+    page = (tmp_path / "out" / "auto_examples" / "plot_case.html").read_text(encoding="utf-8")
+    assert "sphx_glr_plot_case_001.zh_CN.png" in page
+    english = tmp_path / "src" / "auto_examples" / "images" / "sphx_glr_plot_case_001.png"
+    chinese = english.with_name("sphx_glr_plot_case_001.zh_CN.png")
+    assert chinese.is_file() and chinese.read_bytes() != english.read_bytes()
+
+
+def test_missing_figure_translation_fails_the_build(tmp_path: Path) -> None:
+    result = _build(tmp_path, _LABELLED, "zh_CN", _PO_HEADER + '''
+    msgid "training loss"
+    msgstr ""
+    ''')
+    assert result.returncode != 0
+    assert "no zh_CN translation in figures.po for 'training loss'" in result.stdout + result.stderr
+
+
+def test_fuzzy_figure_translation_fails_the_build(tmp_path: Path) -> None:
+    result = _build(tmp_path, _LABELLED, "zh_CN", _PO_HEADER + '''
+    #, fuzzy
+    msgid "training loss"
+    msgstr "训练损失"
+    ''')
+    assert result.returncode != 0
+    assert "'training loss'" in result.stdout + result.stderr
+
+
+def test_missing_glyph_beside_math_fails_the_build(tmp_path: Path) -> None:
+    # Text with math goes through mathtext, which logs (does not warn) a missing glyph.
+    result = _build(tmp_path, '''
+        """
+        Tofu in math text
+        =================
+        """
+        import matplotlib.pyplot as plt
+
+        plt.plot([0, 1])
+        plt.title("\\U00013000 $p$")
+        plt.show()
+    ''')
+    assert result.returncode != 0
+    assert "does not have a glyph" in result.stdout + result.stderr
