@@ -120,6 +120,13 @@ def _other_language_links(app: Any, pagename: str, templatename: str, context: d
         links.append({"code": code, "name": name, "url": url, "current": code == current})
     context["posenc_languages"] = links
     context["posenc_language"] = current
+    # Theme options and conf.py values are plain strings, not messages: pass the ones a reader
+    # sees through the "sphinx" catalogue (docs/locale/<lang>/LC_MESSAGES/sphinx.po).
+    from sphinx.locale import _
+
+    context["theme_search_bar_text"] = _(app.config.html_theme_options.get("search_bar_text", "Search the docs ..."))
+    if context.get("copyright"):
+        context["copyright"] = _(context["copyright"])
 
 
 def _chinese_search_fix(app: Any) -> None:

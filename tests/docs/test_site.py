@@ -190,3 +190,24 @@ def test_catalogues_hold_no_run_dependent_text() -> None:
     pattern = re.compile(r"msgid .*(running time|seconds\)|\bMB\b|minutes [0-9.]+ seconds)", re.IGNORECASE)
     for po in (ROOT / "docs" / "locale").rglob("*.po"):
         assert not pattern.search(po.read_text(encoding="utf-8")), po
+
+
+@pytest.mark.parametrize("page", ["index.html", "api/index.html", EXAMPLE + ".html"])
+def test_theme_strings_are_chinese(site: Path, page: str) -> None:
+    """Search box, aria labels and footers of the zh_CN pages: Chinese, with Chinese punctuation."""
+    text = (site / "zh_CN" / page).read_text(encoding="utf-8")
+    attributes = re.findall(r'(?:placeholder|aria-label)="([^"]*)"', text)
+    english = [a for a in attributes if re.search(r"[A-Za-z]{3,}", a)]
+    assert not english, english
+    assert 'placeholder="搜索文档……"' in text
+    footer = re.sub(r"<[^>]+>", "", text.split('class="bd-footer', 1)[1])
+    footer = re.sub(r"\s+", " ", footer)
+    assert "由 Sphinx 9" in footer and re.search(r"Sphinx \d+\.\d+\.\d+ 创建。", footer), footer
+    assert re.search(r"PyData Sphinx Theme \d+\.\d+\.\d+ 构建。", footer), footer
+    assert "Copyright" not in footer and "developers" not in footer, footer
+
+
+def test_api_references_heading_is_the_glossary_term(site: Path) -> None:
+    text = (site / "zh_CN" / "api" / "index.html").read_text(encoding="utf-8")
+    rubrics = re.findall(r'class="rubric">([^<]*)<', text)
+    assert "参考文献" in rubrics and "引用" not in rubrics, sorted(set(rubrics))
