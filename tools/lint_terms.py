@@ -11,7 +11,8 @@ Checks every translated message against the project's glossary (GLOSSARY.md, the
 * punctuation and spacing: full-width punctuation in Chinese text, one space between Chinese and
   Latin letters or digits, no space around full-width punctuation, sentences end with 。;
 * no italics on Chinese text, no English words in math (``\\text{ even}``);
-* figure text (figures.po) keeps its math and numbers unchanged.
+* figure text (figures.po) keeps its math and numbers unchanged;
+* reST: inline markup does not touch a full-width bracket on the wrong side (it would not parse).
 
 Code (````x````, roles, ``$...$`` and ``:math:``), URLs and reST targets are masked before the
 text rules run. Exit status 1 lists the problems, one per line.
@@ -107,6 +108,26 @@ _ENGLISH_IN_TEXT = re.compile(r"\\(?:text|mathrm|textrm|mbox)\{([^}]*)\}")
 _PROSE_WORDS = {"if", "even", "odd", "otherwise", "else", "and", "or", "for", "when", "where", "not", "all", "with"}
 
 
+#: reST inline markup (literals, roles, links) whose edges must touch allowed characters.
+_MARKUP = re.compile(r":[\w:.-]+:`[^`]*`|``.+?``|`[^`]*`_{0,2}", re.DOTALL)
+#: docutils: an end-string may not be followed by an opening bracket (Unicode Ps), a start-string
+#: may not follow a closing one (Pe); write "\ " between them (``x``\ （…）).
+_OPENING = "（【《「『〈〔"
+_CLOSING = "）】》」』〉〕"
+
+
+def markup_edge_problems(msgstr: str) -> list[str]:
+    found = []
+    for match in _MARKUP.finditer(msgstr):
+        after = msgstr[match.end() : match.end() + 1]
+        before = msgstr[match.start() - 1 : match.start()] if match.start() else ""
+        if after and after in _OPENING:
+            found.append(f"inline markup {match.group(0)[:30]!r} followed by {after!r}: write \\ between them")
+        if before and before in _CLOSING:
+            found.append(f"inline markup {match.group(0)[:30]!r} after {before!r}: write \\ between them")
+    return found
+
+
 def mask(text: str) -> str:
     """Replace code, math, URLs and markup by the Latin placeholder ``X`` (spacing rules see it)."""
     for pattern in _MASKS:
@@ -158,6 +179,7 @@ def check_message(msgid: str, msgstr: str, catalogue: str) -> list[str]:
                 rules.append(f"English words in math: \\text{{{words}}} (rephrase the formula or translate)")
     if math_only or _is_math_message(msgid):
         return rules
+    rules += markup_edge_problems(msgstr)
 
     for pattern, instead in FORBIDDEN:
         found = re.search(pattern, text)

@@ -76,6 +76,8 @@ BAD = [
     ("An *important* word.", "一个*重要*的词。", "italics"),
     ("j \\text{ even}", "j \\text{ even}", "English words in math"),
     ("x \\text{ if not scale}", "x \\text{ if not scale}", "English words in math"),
+    ("A ``dim`` (here).", "一个 ``dim``（此处）。", "followed by '（'"),
+    ("(Here) :math:`x`.", "（此处）:math:`x`。", "after '）'"),
 ]
 
 
