@@ -129,6 +129,31 @@ def _other_language_links(app: Any, pagename: str, templatename: str, context: d
         context["copyright"] = _(context["copyright"])
 
 
+def _ui_catalogue_changed(app: Any, env: Any, added: set[str], changed: set[str], removed: set[str]) -> list[str]:
+    """Re-read every page when the project's "sphinx" catalogue changed.
+
+    Sphinx re-reads a page when the page's own catalogue changes, but not for the "sphinx"
+    domain, whose strings (numpydoc's "References" heading...) are built into the doctrees.
+    """
+    import hashlib
+
+    language = app.config.language or "en"
+    digest = ""
+    for directory in app.config.locale_dirs:
+        po = Path(app.srcdir, directory, language, "LC_MESSAGES", "sphinx.po")
+        if po.is_file():
+            digest = hashlib.sha256(po.read_bytes()).hexdigest()
+    # Kept beside the doctrees (the environment is not saved when no page changed).
+    stamp = Path(app.doctreedir, "posenc-sphinx-catalogue.sha256")
+    previous = stamp.read_text() if stamp.is_file() else None
+    if previous != digest:
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        stamp.write_text(digest)
+    if previous is not None and previous != digest:
+        return sorted(env.found_docs)
+    return []
+
+
 def _chinese_search_fix(app: Any) -> None:
     if (app.config.language or "").startswith("zh"):
         app.add_js_file("posenc-zh-search.js")
@@ -137,4 +162,5 @@ def _chinese_search_fix(app: Any) -> None:
 def setup(app: Any) -> dict[str, Any]:
     app.connect("html-page-context", _other_language_links)
     app.connect("builder-inited", _chinese_search_fix)
+    app.connect("env-get-outdated", _ui_catalogue_changed)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

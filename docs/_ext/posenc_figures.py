@@ -441,6 +441,15 @@ def localize_doctree(app: Any, doctree: nodes.document) -> None:
         node["uri"] = uri
         node["alt"] = json.loads(sidecar.read_text(encoding="utf-8"))["alt"]
         app.env.note_dependency(str(target))
+    # Notebook (myst-nb) outputs are images the kernel drew; they cannot be re-rendered here.
+    for node in doctree.findall(nodes.image):
+        if "jupyter_execute" in node.get("uri", ""):
+            logger.warning(
+                "a notebook figure would show its English words on the %s site: draw figures in a "
+                "gallery example, whose figures are rendered in each language (docs/dev/site-pipeline.md)",
+                language,
+                location=node,
+            )
     # Gallery cards: raw HTML around a :doc: reference. Remember which example each card shows.
     from sphinx.addnodes import pending_xref
 

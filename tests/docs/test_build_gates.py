@@ -23,13 +23,18 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _build(tmp_path: Path, example: str, language: str = "en", figures_po: str | None = None) -> subprocess.CompletedProcess[str]:
+def _build(
+    tmp_path: Path, example: str, language: str = "en", figures_po: str | None = None, notebook: str | None = None
+) -> subprocess.CompletedProcess[str]:
     src, examples = tmp_path / "src", tmp_path / "examples"
     src.mkdir()
     examples.mkdir()
     (examples / "README.rst").write_text("Gallery\n=======\n")
     (examples / "plot_case.py").write_text(textwrap.dedent(example))
-    (src / "index.rst").write_text("Test\n====\n\n.. toctree::\n\n   auto_examples/index\n")
+    pages = "   auto_examples/index\n" + ("   notebook\n" if notebook else "")
+    (src / "index.rst").write_text("Test\n====\n\n.. toctree::\n\n" + pages)
+    if notebook:
+        (src / "notebook.md").write_text(textwrap.dedent(notebook).lstrip())
     if figures_po is not None:
         messages = src / "locale" / language / "LC_MESSAGES"
         messages.mkdir(parents=True)
@@ -44,6 +49,7 @@ def _build(tmp_path: Path, example: str, language: str = "en", figures_po: str |
             html_static_path = [{str(DOCS / "_static")!r}] + html_static_path[1:]
             html_favicon = {str(DOCS / "_static" / "favicon.svg")!r}
             locale_dirs = ["locale/"]
+            nb_execution_cache_path = {str(tmp_path / "jupyter_cache")!r}
             """
         )
     )
@@ -171,3 +177,37 @@ def test_missing_glyph_beside_math_fails_the_build(tmp_path: Path) -> None:
     ''')
     assert result.returncode != 0
     assert "does not have a glyph" in result.stdout + result.stderr
+
+
+_NOTEBOOK = '''
+    ---
+    file_format: mystnb
+    kernelspec:
+      name: python3
+      display_name: Python 3
+    ---
+
+    # A notebook page
+
+    ```{code-cell} python
+    %s
+    ```
+'''
+
+
+def test_notebook_without_figures_builds_in_chinese(tmp_path: Path) -> None:
+    result = _build(tmp_path, _LABELLED, "zh_CN", _PO_HEADER + '''
+    msgid "training loss"
+    msgstr "训练损失"
+    ''', notebook=_NOTEBOOK % "print(1 + 1)")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_notebook_figure_fails_the_chinese_build(tmp_path: Path) -> None:
+    """A notebook figure cannot be re-rendered in Chinese: the zh_CN build says so and fails."""
+    result = _build(tmp_path, _LABELLED, "zh_CN", _PO_HEADER + '''
+    msgid "training loss"
+    msgstr "训练损失"
+    ''', notebook=_NOTEBOOK % "import matplotlib.pyplot as plt; plt.plot([0, 1]); plt.xlabel('step'); plt.show()")
+    assert result.returncode != 0
+    assert "a notebook figure would show its English words" in result.stdout + result.stderr
