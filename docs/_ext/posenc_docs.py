@@ -124,6 +124,9 @@ def _other_language_links(app: Any, pagename: str, templatename: str, context: d
     # sees through the "sphinx" catalogue (docs/locale/<lang>/LC_MESSAGES/sphinx.po).
     from sphinx.locale import _
 
+    # (A _() call in our own template would make the gettext builder write a sphinx.pot, and
+    # sphinx-intl would then drop every other entry of sphinx.po as obsolete.)
+    context["posenc_language_label"] = _("Language")
     context["theme_search_bar_text"] = _(app.config.html_theme_options.get("search_bar_text", "Search the docs ..."))
     if context.get("copyright"):
         context["copyright"] = _(context["copyright"])
