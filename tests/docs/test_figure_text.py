@@ -12,6 +12,7 @@ sys.path.insert(0, str(ROOT / "docs" / "_ext"))
 
 matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("agg")
+matplotlib.rc_file(ROOT / "docs" / "matplotlibrc")  # the site's fonts: Chinese glyphs render
 import matplotlib.pyplot as plt  # noqa: E402
 
 import posenc_figures  # noqa: E402
