@@ -40,7 +40,8 @@ DOMAIN = "figures"
 _MATH = re.compile(r"(?<!\\)\$.*?(?<!\\)\$", re.DOTALL)
 _WORD = re.compile(r"[A-Za-z]{2,}")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][\w.]*(\(\))?$")
-_IMAGE_SG = re.compile(r"^\.\. image-sg:: (/\S+\.png)\s*$", re.MULTILINE)
+# (indented when a code block draws several figures: sphinx-gallery lists them side by side)
+_IMAGE_SG = re.compile(r"^\s*\.\. image-sg:: (/\S+\.png)\s*$", re.MULTILINE)
 
 
 def is_message(text: str) -> bool:
@@ -344,9 +345,13 @@ def localized(path: Path, app: Any) -> Path:
     )
 
 
-def _thumbnail_number(source: Path) -> int:
-    match = re.search(r"^# *sphinx_gallery_thumbnail_number *= *(-?\d+)", source.read_text(encoding="utf-8"), re.MULTILINE)
-    return int(match.group(1)) if match else 1
+def _thumbnail_number(source: Path) -> int | None:
+    """sphinx-gallery's choice of thumbnail figure (1 by default); None for a thumbnail file."""
+    text = source.read_text(encoding="utf-8") if source.is_file() else ""
+    match = re.search(r"^# *sphinx_gallery_thumbnail_number *= *(-?\d+)", text, re.MULTILINE)
+    if match:
+        return int(match.group(1))
+    return None if re.search(r"^# *sphinx_gallery_thumbnail_path *=", text, re.MULTILINE) else 1
 
 
 def render_language(app: Any) -> None:
@@ -399,9 +404,9 @@ def render_language(app: Any) -> None:
         source = Path(conf["examples_dirs"] if isinstance(conf["examples_dirs"], str) else conf["examples_dirs"][0])
         stem = Path(docname).name
         number = _thumbnail_number(next(source.rglob(stem + ".py"), Path(app.srcdir, docname + ".py")))
-        if number < 0:
+        if number is not None and number < 0:
             number += len(images) + 1
-        if 1 <= number <= len(images):
+        if number is not None and 1 <= number <= len(images):
             zh_image = localized(images[number - 1], app)
             thumb = localized(images[0].parent / "thumb" / f"sphx_glr_{stem}_thumb.png", app)
             if zh_image.is_file() and (not thumb.is_file() or thumb.stat().st_mtime < zh_image.stat().st_mtime):

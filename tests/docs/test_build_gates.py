@@ -116,6 +116,13 @@ _LABELLED = '''
     plt.xlabel("position $p$")
     plt.legend()
     plt.show()
+
+    # %%
+    # Two figures from one block: sphinx-gallery lists them side by side.
+    for _ in range(2):
+        plt.figure()
+        plt.title("training loss")
+    plt.show()
 '''
 
 _PO_HEADER = '''
@@ -137,10 +144,13 @@ def test_translated_figure_builds_in_chinese(tmp_path: Path) -> None:
     ''')
     assert result.returncode == 0, result.stdout + result.stderr
     page = (tmp_path / "out" / "auto_examples" / "plot_case.html").read_text(encoding="utf-8")
-    assert "sphx_glr_plot_case_001.zh_CN.png" in page
-    english = tmp_path / "src" / "auto_examples" / "images" / "sphx_glr_plot_case_001.png"
-    chinese = english.with_name("sphx_glr_plot_case_001.zh_CN.png")
-    assert chinese.is_file() and chinese.read_bytes() != english.read_bytes()
+    images = tmp_path / "src" / "auto_examples" / "images"
+    for n in ("001", "002", "003"):
+        assert f"sphx_glr_plot_case_{n}.zh_CN.png" in page
+        english = images / f"sphx_glr_plot_case_{n}.png"
+        chinese = images / f"sphx_glr_plot_case_{n}.zh_CN.png"
+        assert chinese.is_file() and chinese.read_bytes() != english.read_bytes()
+    assert "sphx_glr_plot_case_001.png" not in page
 
 
 def test_missing_figure_translation_fails_the_build(tmp_path: Path) -> None:
