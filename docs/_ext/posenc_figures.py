@@ -345,6 +345,20 @@ def localized(path: Path, app: Any) -> Path:
     )
 
 
+def _example_source(app: Any, docname: str) -> Path:
+    """The example script a generated gallery page comes from (pairs gallery_dirs with examples_dirs)."""
+    conf = app.config.sphinx_gallery_conf
+    examples = conf["examples_dirs"]
+    galleries = conf["gallery_dirs"]
+    examples = [examples] if isinstance(examples, str) else list(examples)
+    galleries = [galleries] if isinstance(galleries, str) else list(galleries)
+    for example_dir, gallery_dir in zip(examples, galleries):
+        prefix = gallery_dir.strip("/") + "/"
+        if docname.startswith(prefix):
+            return Path(app.srcdir, example_dir, docname[len(prefix) :] + ".py")
+    return Path(app.srcdir, docname + ".py")
+
+
 def _thumbnail_number(source: Path) -> int | None:
     """sphinx-gallery's choice of thumbnail figure (1 by default); None for a thumbnail file."""
     text = source.read_text(encoding="utf-8") if source.is_file() else ""
@@ -401,9 +415,8 @@ def render_language(app: Any) -> None:
             sidecar.write_text(json.dumps({"key": key, "alt": alt}, ensure_ascii=False), encoding="utf-8")
             app.env.posenc_figures_changed.add(docname)
         # The gallery thumbnail, from the translated rendering of the same figure.
-        source = Path(conf["examples_dirs"] if isinstance(conf["examples_dirs"], str) else conf["examples_dirs"][0])
         stem = Path(docname).name
-        number = _thumbnail_number(next(source.rglob(stem + ".py"), Path(app.srcdir, docname + ".py")))
+        number = _thumbnail_number(_example_source(app, docname))
         if number is not None and number < 0:
             number += len(images) + 1
         if number is not None and 1 <= number <= len(images):
