@@ -105,7 +105,7 @@ _MATH_SOURCES = [
     re.compile(r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$([^$]+?)(?<!\\)\$", re.DOTALL),
 ]
 _ENGLISH_IN_TEXT = re.compile(r"\\(?:text|mathrm|textrm|mbox)\{([^}]*)\}")
-_PROSE_WORDS = {"if", "even", "odd", "otherwise", "else", "and", "or", "for", "when", "where", "not", "all", "with"}
+_PROSE_WORDS = {"if", "even", "odd", "otherwise", "else", "and", "or", "for", "when", "where", "not", "all", "with", "terms", "distance", "scale"}
 
 
 #: reST inline markup (literals, roles, links) whose edges must touch allowed characters.
