@@ -157,6 +157,28 @@ def _ui_catalogue_changed(app: Any, env: Any, added: set[str], changed: set[str]
     return []
 
 
+def _translate_optional(app: Any, doctree: Any) -> None:
+    """numpydoc's "int, optional" keeps the English word, in italics: translate it, upright.
+
+    napoleon renders the ``optional`` of a parameter's type as emphasis and never translates it;
+    the word goes through the "sphinx" catalogue like the other interface strings.
+    """
+    if (app.config.language or "en") == "en":
+        return
+    from docutils import nodes
+    from sphinx.locale import _
+
+    for node in list(doctree.findall(nodes.emphasis)):
+        if node.astext() == "optional" and any(isinstance(a, nodes.field_body) for a in _ancestors(node)):
+            node.replace_self(nodes.Text(_("optional")))
+
+
+def _ancestors(node: Any) -> Any:
+    while node.parent is not None:
+        node = node.parent
+        yield node
+
+
 def _chinese_search_fix(app: Any) -> None:
     if (app.config.language or "").startswith("zh"):
         app.add_js_file("posenc-zh-search.js")
@@ -166,4 +188,5 @@ def setup(app: Any) -> dict[str, Any]:
     app.connect("html-page-context", _other_language_links)
     app.connect("builder-inited", _chinese_search_fix)
     app.connect("env-get-outdated", _ui_catalogue_changed)
+    app.connect("doctree-read", _translate_optional)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

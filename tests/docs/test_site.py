@@ -207,6 +207,14 @@ def test_theme_strings_are_chinese(site: Path, page: str) -> None:
     assert "Copyright" not in footer and "developers" not in footer, footer
 
 
+def test_api_parameter_types_say_optional_in_chinese(site: Path) -> None:
+    zh = (site / "zh_CN" / "api" / "index.html").read_text(encoding="utf-8")
+    en = (site / "en" / "api" / "index.html").read_text(encoding="utf-8")
+    assert "<em>optional</em>" in en
+    assert "optional" not in re.sub(r"<[^>]+>", " ", zh.split("<article", 1)[1]), "English 'optional' on the zh_CN API page"
+    assert ", 可选)" in re.sub(r"<[^>]+>", "", zh)
+
+
 def test_api_references_heading_is_the_glossary_term(site: Path) -> None:
     text = (site / "zh_CN" / "api" / "index.html").read_text(encoding="utf-8")
     rubrics = re.findall(r'class="rubric">([^<]*)<', text)
