@@ -108,8 +108,8 @@ _ENGLISH_IN_TEXT = re.compile(r"\\(?:text|mathrm|textrm|mbox)\{([^}]*)\}")
 _PROSE_WORDS = {"if", "even", "odd", "otherwise", "else", "and", "or", "for", "when", "where", "not", "all", "with", "terms", "distance", "scale"}
 
 
-#: reST inline markup (literals, roles, links) whose edges must touch allowed characters.
-_MARKUP = re.compile(r":[\w:.-]+:`[^`]*`|``.+?``|`[^`]*`_{0,2}", re.DOTALL)
+#: reST inline markup (literals, roles, links, strong, emphasis) whose edges must touch allowed characters.
+_MARKUP = re.compile(r":[\w:.-]+:`[^`]*`|``.+?``|`[^`]*`_{0,2}|\*\*[^*]+\*\*|(?<!\*)\*[^*\s][^*]*\*(?!\*)", re.DOTALL)
 #: docutils: an end-string may not be followed by an opening bracket (Unicode Ps), a start-string
 #: may not follow a closing one (Pe); write "\ " between them (``x``\ （…）).
 _OPENING = "（【《「『〈〔"

@@ -78,6 +78,7 @@ BAD = [
     ("x \\text{ if not scale}", "x \\text{ if not scale}", "English words in math"),
     ("A ``dim`` (here).", "一个 ``dim``（此处）。", "followed by '（'"),
     ("(Here) :math:`x`.", "（此处）:math:`x`。", "after '）'"),
+    ("**cos** (a tuple).", "**cos**（元组）。", "followed by '（'"),
 ]
 
 
