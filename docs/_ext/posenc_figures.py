@@ -295,9 +295,12 @@ def cached_messages(image: Path) -> list[str]:
         data = json.loads(cache.read_text(encoding="utf-8"))
         if data.get("pickle") == digest:
             return data["messages"]
+    import matplotlib
+
     fig = _load(pickled)
     try:
-        messages = figure_messages(fig)
+        with matplotlib.rc_context(fname=str(MATPLOTLIBRC)):
+            messages = figure_messages(fig)
     finally:
         _close(fig)
     cache.write_text(json.dumps({"pickle": digest, "messages": messages}, ensure_ascii=False), encoding="utf-8")
