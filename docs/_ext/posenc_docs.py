@@ -158,7 +158,8 @@ def _ui_catalogue_changed(app: Any, env: Any, added: set[str], changed: set[str]
 
 
 def _translate_optional(app: Any, doctree: Any) -> None:
-    """numpydoc's "int, optional" keeps the English word, in italics: translate it, upright.
+    """numpydoc's "int, optional" keeps the English word, in italics: translate it, upright; and
+    the index's "module" entries, which Sphinx writes in English.
 
     napoleon renders the ``optional`` of a parameter's type as emphasis and never translates it;
     the word goes through the "sphinx" catalogue like the other interface strings.
@@ -171,6 +172,22 @@ def _translate_optional(app: Any, doctree: Any) -> None:
     for node in list(doctree.findall(nodes.emphasis)):
         if node.astext() == "optional" and any(isinstance(a, nodes.field_body) for a in _ancestors(node)):
             node.replace_self(nodes.Text(_("optional")))
+    # Sphinx's Python domain indexes a module as the literal pair "module; <name>" (untranslated).
+    from sphinx import addnodes
+
+    def translated(entries: list[tuple]) -> list[tuple]:
+        return [
+            (kind, f"{_('module')}; {name[len('module; '):]}" if kind == "pair" and name.startswith("module; ") else name, *rest)
+            for kind, name, *rest in entries
+        ]
+
+    for node in doctree.findall(addnodes.index):
+        node["entries"] = translated(node["entries"])
+    # The index domain has already collected this page's entries (a transform, before this event).
+    index = app.env.domains["index"]
+    docname = app.env.current_document.docname
+    if docname in index.entries:
+        index.entries[docname] = translated(index.entries[docname])
 
 
 def _ancestors(node: Any) -> Any:

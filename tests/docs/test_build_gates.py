@@ -137,8 +137,11 @@ _PO_HEADER = '''
 
 
 def test_translated_figure_builds_in_chinese(tmp_path: Path) -> None:
-    """Control: with every figure word translated, the zh_CN build passes and shows its own PNG."""
-    result = _build(tmp_path, _LABELLED, "zh_CN", _PO_HEADER + '''
+    """Control: with every figure word translated, the zh_CN build passes and shows its own PNGs,
+    rendered from the one run of the example."""
+    runs = tmp_path / "runs.txt"
+    counting = _LABELLED + f"\n    with open({str(runs)!r}, 'a') as f:\n        f.write('run\\n')\n"
+    result = _build(tmp_path, counting, "zh_CN", _PO_HEADER + '''
     msgid "training loss"
     msgstr "训练损失"
     ''')
@@ -151,6 +154,7 @@ def test_translated_figure_builds_in_chinese(tmp_path: Path) -> None:
         chinese = images / f"sphx_glr_plot_case_{n}.zh_CN.png"
         assert chinese.is_file() and chinese.read_bytes() != english.read_bytes()
     assert "sphx_glr_plot_case_001.png" not in page
+    assert runs.read_text() == "run\n", "the example ran more than once"
 
 
 def test_missing_figure_translation_fails_the_build(tmp_path: Path) -> None:

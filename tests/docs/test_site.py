@@ -215,6 +215,11 @@ def test_api_parameter_types_say_optional_in_chinese(site: Path) -> None:
     assert ", 可选)" in re.sub(r"<[^>]+>", "", zh)
 
 
+def test_general_index_names_modules_in_chinese(site: Path) -> None:
+    text = re.sub(r"<[^>]+>", " ", (site / "zh_CN" / "genindex.html").read_text(encoding="utf-8"))
+    assert "模块" in text and not re.search(r"\bmodule\b", text)
+
+
 def test_api_references_heading_is_the_glossary_term(site: Path) -> None:
     text = (site / "zh_CN" / "api" / "index.html").read_text(encoding="utf-8")
     rubrics = re.findall(r'class="rubric">([^<]*)<', text)
