@@ -272,6 +272,14 @@ def gallery_images(app: Any) -> dict[str, list[Path]]:
     return result
 
 
+def rerun_examples_without_pickles(app: Any) -> None:
+    """Make sphinx-gallery re-run an example whose figures have no pickle (a gallery built before
+    this pipeline existed): drop its md5 so that it counts as changed. Runs before the gallery."""
+    for docname, images in gallery_images(app).items():
+        if any(not pickle_path(image).is_file() for image in images):
+            Path(app.srcdir, docname + ".py.md5").unlink(missing_ok=True)
+
+
 def _load(pickled: Path) -> Any:
     import matplotlib
 
@@ -513,6 +521,7 @@ def translate_cards(app: Any, doctree: nodes.document, docname: str) -> None:
 
 
 def setup(app: Any) -> dict[str, Any]:
+    app.connect("builder-inited", rerun_examples_without_pickles, priority=100)  # before sphinx-gallery
     app.connect("builder-inited", render_language)
     app.connect("env-get-outdated", _outdated)
     app.connect("doctree-read", localize_doctree)
