@@ -63,6 +63,7 @@ i18n: venv assets
 
 check-translations: venv
 	$(PY) tools/check_translations.py docs/_build/gettext docs/locale/zh_CN/LC_MESSAGES
+	$(PY) tools/lint_terms.py docs/locale/zh_CN/LC_MESSAGES
 
 bench: venv
 	$(PY) benchmarks/bench_rope.py

@@ -37,6 +37,7 @@ extensions = [
     "sphinx_gallery.gen_gallery",
     "myst_nb",
     "posenc_docs",
+    "posenc_figures",
 ]
 
 root_doc = "index"
@@ -68,6 +69,9 @@ gettext_compact = False
 gettext_location = False
 gettext_uuid = False
 gettext_auto_build = True
+# Figures: each gallery figure is rendered once per language from one run of its example
+# (docs/_ext/posenc_figures.py); the zh_CN page shows sphx_glr_<example>_NNN.zh_CN.png.
+figure_language_filename = "{root}.{language}{ext}"
 
 # -- HTML ------------------------------------------------------------------------------
 html_theme = "pydata_sphinx_theme"
@@ -120,6 +124,9 @@ sphinx_gallery_conf = {
     "filename_pattern": r"/plot_",
     "within_subsection_order": "FileNameSortKey",
     "reset_modules": ("matplotlib", "posenc_docs.reset_matplotlib"),
+    # matplotlib's scraper, plus a pickle of each figure so that it can be re-rendered with its
+    # words translated (docs/_ext/posenc_figures.py).
+    "image_scrapers": ("posenc_figures.figure_scraper",),
     "reset_modules_order": "both",
     # Timings would change the generated pages (and so the catalogues) on every run.
     "min_reported_time": float("inf"),

@@ -10,8 +10,10 @@ out=docs/_build
 
 # 1. Extract the English messages (this also runs the gallery examples that changed).
 sphinx-build -b gettext "${opts[@]}" -d "$out/doctrees/gettext" docs "$out/gettext"
-# 2. Every message must have a Chinese translation that is not fuzzy.
+# 2. Every message (figure words included) must have a Chinese translation that is not fuzzy,
+#    and the translations must follow the glossary's terms and punctuation.
 python tools/check_translations.py "$out/gettext" docs/locale/zh_CN/LC_MESSAGES
+python tools/lint_terms.py docs/locale/zh_CN/LC_MESSAGES
 # 3. One HTML tree per language, side by side.
 sphinx-build -b html "${opts[@]}" -d "$out/doctrees/en" docs "$out/html/en"
 sphinx-build -b html "${opts[@]}" -D language=zh_CN -d "$out/doctrees/zh_CN" docs "$out/html/zh_CN"

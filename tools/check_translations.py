@@ -2,7 +2,8 @@
 
 Usage: python tools/check_translations.py POT_DIR PO_DIR
 
-POT_DIR holds the templates from ``sphinx-build -b gettext``; PO_DIR the catalogues
+POT_DIR holds the templates from ``sphinx-build -b gettext`` (the pages' and ``figures.pot``, the
+words of the gallery figures, written by ``docs/_ext/posenc_figures.py``); PO_DIR the catalogues
 (``docs/locale/zh_CN/LC_MESSAGES``). A message is missing if its catalogue lacks it, has an
 empty translation, or marks it fuzzy. Exit status 1 lists them (run ``make i18n``, translate).
 """
@@ -25,6 +26,8 @@ def problems(pot_dir: Path, po_dir: Path) -> list[str]:
     pots = sorted(pot_dir.rglob("*.pot"))
     if not pots:
         return [f"no .pot files under {pot_dir}: run the gettext builder first"]
+    if (po_dir / "figures.po").is_file() and not (pot_dir / "figures.pot").is_file():
+        found.append("figures.pot: missing (the gettext build did not extract the figures' words)")
     for pot in pots:
         rel = pot.relative_to(pot_dir).with_suffix(".po")
         with pot.open("rb") as f:

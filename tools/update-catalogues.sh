@@ -7,3 +7,4 @@ cd "$(dirname "$0")/.."
 sphinx-build -b gettext -W --keep-going -n -q -d docs/_build/doctrees/gettext docs docs/_build/gettext
 sphinx-intl update -p docs/_build/gettext -l zh_CN -d docs/locale --no-obsolete -w 0
 python tools/check_translations.py docs/_build/gettext docs/locale/zh_CN/LC_MESSAGES || true
+python tools/lint_terms.py docs/locale/zh_CN/LC_MESSAGES || true

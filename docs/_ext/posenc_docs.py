@@ -6,6 +6,7 @@ Loaded by ``conf.py`` both as a Sphinx extension (``setup``) and as a helper mod
 
 from __future__ import annotations
 
+import logging
 import posixpath
 import shutil
 import warnings
@@ -66,17 +67,43 @@ def build_inventory(listing: Path, outdir: Path) -> Path:
     return path
 
 
+class MissingGlyph(RuntimeError):
+    """A character of a figure has no glyph in any of the figure's fonts."""
+
+
+class _MathtextGlyphGuard(logging.Filter):
+    """matplotlib's mathtext reports a missing glyph through logging, not warnings: raise instead.
+
+    Text with math (``$...$``) is laid out by mathtext, whose words outside the math use one font
+    only (no fallback), so a Chinese word beside math would otherwise render as dummy symbols.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "does not have a glyph" in record.getMessage():
+            raise MissingGlyph(record.getMessage())
+        return True
+
+
+def guard_missing_glyphs() -> None:
+    """Turn every missing-glyph report of matplotlib (warnings and mathtext logs) into an error."""
+    warnings.filterwarnings("error", message=MISSING_GLYPH)
+    mathtext = logging.getLogger("matplotlib.mathtext")
+    if not any(isinstance(f, _MathtextGlyphGuard) for f in mathtext.filters):
+        mathtext.addFilter(_MathtextGlyphGuard())
+
+
 def reset_matplotlib(gallery_conf: dict[str, Any], fname: str) -> None:
     """Apply the site's matplotlib settings before and after each gallery example.
 
     sphinx-gallery resets matplotlib to its built-in defaults between examples, which drops the
-    CJK fallback fonts of ``docs/matplotlibrc``; this puts them back, and turns a missing-glyph
-    warning into an error so that a figure with unrenderable labels fails the build.
+    CJK fallback fonts of ``docs/matplotlibrc``; this puts them back, and turns a missing glyph
+    (a warning for plain text, a log record for math text) into an error so that a figure with
+    unrenderable labels fails the build.
     """
     import matplotlib
 
     matplotlib.rc_file(MATPLOTLIBRC)
-    warnings.filterwarnings("error", message=MISSING_GLYPH)
+    guard_missing_glyphs()
 
 
 def _other_language_links(app: Any, pagename: str, templatename: str, context: dict, doctree: Any) -> None:
@@ -93,6 +120,80 @@ def _other_language_links(app: Any, pagename: str, templatename: str, context: d
         links.append({"code": code, "name": name, "url": url, "current": code == current})
     context["posenc_languages"] = links
     context["posenc_language"] = current
+    # Theme options and conf.py values are plain strings, not messages: pass the ones a reader
+    # sees through the "sphinx" catalogue (docs/locale/<lang>/LC_MESSAGES/sphinx.po).
+    from sphinx.locale import _
+
+    # (A _() call in our own template would make the gettext builder write a sphinx.pot, and
+    # sphinx-intl would then drop every other entry of sphinx.po as obsolete.)
+    context["posenc_language_label"] = _("Language")
+    context["theme_search_bar_text"] = _(app.config.html_theme_options.get("search_bar_text", "Search the docs ..."))
+    if context.get("copyright"):
+        context["copyright"] = _(context["copyright"])
+
+
+def _ui_catalogue_changed(app: Any, env: Any, added: set[str], changed: set[str], removed: set[str]) -> list[str]:
+    """Re-read every page when the project's "sphinx" catalogue changed.
+
+    Sphinx re-reads a page when the page's own catalogue changes, but not for the "sphinx"
+    domain, whose strings (numpydoc's "References" heading...) are built into the doctrees.
+    """
+    import hashlib
+
+    language = app.config.language or "en"
+    digest = ""
+    for directory in app.config.locale_dirs:
+        po = Path(app.srcdir, directory, language, "LC_MESSAGES", "sphinx.po")
+        if po.is_file():
+            digest = hashlib.sha256(po.read_bytes()).hexdigest()
+    # Kept beside the doctrees (the environment is not saved when no page changed).
+    stamp = Path(app.doctreedir, "posenc-sphinx-catalogue.sha256")
+    previous = stamp.read_text() if stamp.is_file() else None
+    if previous != digest:
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        stamp.write_text(digest)
+    if previous is not None and previous != digest:
+        return sorted(env.found_docs)
+    return []
+
+
+def _translate_optional(app: Any, doctree: Any) -> None:
+    """numpydoc's "int, optional" keeps the English word, in italics: translate it, upright; and
+    the index's "module" entries, which Sphinx writes in English.
+
+    napoleon renders the ``optional`` of a parameter's type as emphasis and never translates it;
+    the word goes through the "sphinx" catalogue like the other interface strings.
+    """
+    if (app.config.language or "en") == "en":
+        return
+    from docutils import nodes
+    from sphinx.locale import _
+
+    for node in list(doctree.findall(nodes.emphasis)):
+        if node.astext() == "optional" and any(isinstance(a, nodes.field_body) for a in _ancestors(node)):
+            node.replace_self(nodes.Text(_("optional")))
+    # Sphinx's Python domain indexes a module as the literal pair "module; <name>" (untranslated).
+    from sphinx import addnodes
+
+    def translated(entries: list[tuple]) -> list[tuple]:
+        return [
+            (kind, f"{_('module')}; {name[len('module; '):]}" if kind == "pair" and name.startswith("module; ") else name, *rest)
+            for kind, name, *rest in entries
+        ]
+
+    for node in doctree.findall(addnodes.index):
+        node["entries"] = translated(node["entries"])
+    # The index domain has already collected this page's entries (a transform, before this event).
+    index = app.env.domains["index"]
+    docname = app.env.current_document.docname
+    if docname in index.entries:
+        index.entries[docname] = translated(index.entries[docname])
+
+
+def _ancestors(node: Any) -> Any:
+    while node.parent is not None:
+        node = node.parent
+        yield node
 
 
 def _chinese_search_fix(app: Any) -> None:
@@ -103,4 +204,6 @@ def _chinese_search_fix(app: Any) -> None:
 def setup(app: Any) -> dict[str, Any]:
     app.connect("html-page-context", _other_language_links)
     app.connect("builder-inited", _chinese_search_fix)
+    app.connect("env-get-outdated", _ui_catalogue_changed)
+    app.connect("doctree-read", _translate_optional)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

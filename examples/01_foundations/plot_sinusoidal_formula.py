@@ -108,7 +108,7 @@ fig, ax = plt.subplots(figsize=(7, 4.2))
 im = ax.imshow(table, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
 ax.set_xlabel("dimension $j$")
 ax.set_ylabel("position $p$")
-ax.set_title("Sinusoidal table, d = 128 / 正弦位置编码表")
+ax.set_title("Sinusoidal table, d = 128")
 fig.colorbar(im, ax=ax, label="$PE(p, j)$")
 plt.show()
 
@@ -129,7 +129,7 @@ for ax, j in zip(axes, columns):
     ax.set_ylabel(f"$j = {j}$")
     ax.text(1.01, 0.5, rf"$\lambda \approx {wavelength:.1f}$", transform=ax.transAxes, va="center")
 axes[-1].set_xlabel("position $p$")
-axes[0].set_title("Columns of the table, d = 128 / 表中的几列")
+axes[0].set_title("Columns of the table, d = 128")
 plt.show()
 
 # %%

@@ -84,7 +84,7 @@ with torch.no_grad():
 a, b = pairs[0]
 fig, axes = plt.subplots(1, 2, figsize=(8, 3.6))
 with torch.no_grad():
-    for ax, (label, pe) in zip(axes, [("without PE / 无位置编码", None), ("with PE / 有位置编码", position)]):
+    for ax, (label, pe) in zip(axes, [("without PE", None), ("with PE", position)]):
         out_a, out_b = encode(a, embed, layer, pe), encode(b, embed, layer, pe)
         sim = cos(out_a[:, None, :], out_b[None, :, :], dim=-1)
         im = ax.imshow(sim, vmin=-1, vmax=1, cmap="RdBu_r")
@@ -98,7 +98,7 @@ with torch.no_grad():
                 color = "white" if abs(sim[i, j]) > 0.6 else "black"  # readable on dark cells
                 ax.text(j, i, f"{sim[i, j]:.2f}", ha="center", va="center", fontsize=9, color=color)
 fig.colorbar(im, ax=axes, label="cosine similarity")
-fig.suptitle("Output similarity, word by word / 逐词输出相似度")
+fig.suptitle("Output similarity, word by word")
 plt.show()
 
 # %%
@@ -185,7 +185,7 @@ ax.axhline(torch.log(torch.tensor(2.0)), color="gray", linestyle="--", label=r"$
 ax.set_yscale("log")
 ax.set_xlabel("training step")
 ax.set_ylabel("cross-entropy loss")
-ax.set_title("Who acts? 5 seeds / 谁是施动者？5 个随机种子")
+ax.set_title("Who acts? 5 seeds")
 ax.legend()
 plt.show()
 

@@ -153,3 +153,15 @@ def test_copy_button_copies_code(page) -> None:  # type: ignore[no-untyped-def]
     copied = page.evaluate("() => navigator.clipboard.readText()")
     assert copied.strip() == expected.strip()
     assert "import posenc" in copied or "import" in copied
+
+
+@pytest.mark.parametrize(("lang", "title"), [("en", "Why order matters"), ("zh_CN", "语序为何重要")])
+def test_gallery_cards_show_titles_in_page_language(page, lang: str, title: str) -> None:  # type: ignore[no-untyped-def]
+    _open(page, f"/{lang}/auto_examples/index.html")
+    visible = page.locator(".sphx-glr-thumbcontainer").all_inner_texts()
+    assert any(title in text for text in visible), visible
+    if lang == "zh_CN":
+        assert not any("Why order matters" in text for text in visible), visible
+        thumbs = page.evaluate("() => [...document.querySelectorAll('.sphx-glr-thumbcontainer img')].map(i => [i.src, i.naturalWidth])")
+        assert thumbs and all(src.endswith(".zh_CN.png") and width > 0 for src, width in thumbs), thumbs
+    assert page.problems == []

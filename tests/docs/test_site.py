@@ -107,13 +107,44 @@ def test_example_offers_script_and_notebook(site: Path, lang: str) -> None:
         assert (page.parent / d).resolve().is_file()
 
 
-def test_example_figures_are_shared_and_present(site: Path) -> None:
-    for lang in ("en", "zh_CN"):
-        page = site / lang / (EXAMPLE + ".html")
-        images = [value for tag, _, value in _parse(page).refs if tag == "img" and "sphx_glr_plot_word_order" in value]
-        assert len(images) >= 2, images
-        for image in images:
-            assert (page.parent / image).resolve().stat().st_size > 1000
+def _example_images(site: Path, lang: str) -> list[str]:
+    page = site / lang / (EXAMPLE + ".html")
+    return [value for tag, _, value in _parse(page).refs if tag == "img" and "sphx_glr_plot_word_order" in value]
+
+
+def test_each_language_shows_its_own_figures(site: Path) -> None:
+    """The English page shows the figures as drawn, the Chinese page their Chinese rendering."""
+    en, zh = _example_images(site, "en"), _example_images(site, "zh_CN")
+    assert len(en) >= 2 and len(en) == len(zh), (en, zh)
+    assert all(re.search(r"sphx_glr_plot_word_order_\d{3}\.png$", src) for src in en), en
+    assert all(re.search(r"sphx_glr_plot_word_order_\d{3}\.zh_CN\.png$", src) for src in zh), zh
+    for src_en, src_zh in zip(en, zh):
+        file_en = (site / "en" / EXAMPLE).parent / src_en
+        file_zh = (site / "zh_CN" / EXAMPLE).parent / src_zh
+        assert file_en.stat().st_size > 1000 and file_zh.stat().st_size > 1000
+        assert file_en.read_bytes() != file_zh.read_bytes(), f"{src_zh} is the English figure"
+
+
+def test_chinese_figure_alt_text_is_chinese(site: Path) -> None:
+    text = (site / "zh_CN" / (EXAMPLE + ".html")).read_text(encoding="utf-8")
+    alts = re.findall(r'<img src="[^"]*sphx_glr_plot_word_order[^"]*" [^>]*alt="([^"]*)"', text)
+    assert alts and all(re.search(r"[\u4e00-\u9fff]", a) and not re.search(r"[A-Za-z]{2,}", a) for a in alts), alts
+
+
+def test_gallery_cards_speak_the_page_language(site: Path) -> None:
+    """Card titles and tooltips (raw HTML that gettext cannot reach) and thumbnails on zh_CN."""
+    page = (site / "zh_CN" / "auto_examples" / "index.html").read_text(encoding="utf-8")
+    titles = re.findall(r'<div class="sphx-glr-thumbnail-title">([^<]*)</div>', page)
+    tooltips = re.findall(r'tooltip="([^"]*)"', page)
+    thumbs = re.findall(r'<img [^>]*src="([^"]*_thumb[^"]*)"', page)
+    assert len(titles) >= 2 and len(tooltips) == len(titles) and len(thumbs) == len(titles)
+    assert "语序为何重要：猫追老鼠与老鼠追猫" in titles
+    for text in titles + tooltips:
+        assert not re.search(r"\b(the|and|of|with|Why|The)\b", text), text
+    assert all(t.endswith(".zh_CN.png") for t in thumbs), thumbs
+    english = (site / "en" / "auto_examples" / "index.html").read_text(encoding="utf-8")
+    assert "Why order matters: 猫追老鼠 vs 老鼠追猫" in re.findall(r'<div class="sphx-glr-thumbnail-title">([^<]*)</div>', english)
+    assert not re.findall(r'<img [^>]*src="([^"]*_thumb\.zh_CN[^"]*)"', english)
 
 
 def test_language_attribute_and_switcher(site: Path) -> None:
@@ -159,3 +190,37 @@ def test_catalogues_hold_no_run_dependent_text() -> None:
     pattern = re.compile(r"msgid .*(running time|seconds\)|\bMB\b|minutes [0-9.]+ seconds)", re.IGNORECASE)
     for po in (ROOT / "docs" / "locale").rglob("*.po"):
         assert not pattern.search(po.read_text(encoding="utf-8")), po
+
+
+@pytest.mark.parametrize("page", ["index.html", "api/index.html", EXAMPLE + ".html"])
+def test_theme_strings_are_chinese(site: Path, page: str) -> None:
+    """Search box, aria labels and footers of the zh_CN pages: Chinese, with Chinese punctuation."""
+    text = (site / "zh_CN" / page).read_text(encoding="utf-8")
+    attributes = re.findall(r'(?:placeholder|aria-label)="([^"]*)"', text)
+    english = [a for a in attributes if re.search(r"[A-Za-z]{3,}", a)]
+    assert not english, english
+    assert 'placeholder="搜索文档……"' in text
+    footer = re.sub(r"<[^>]+>", "", text.split('class="bd-footer', 1)[1])
+    footer = re.sub(r"\s+", " ", footer)
+    assert "由 Sphinx 9" in footer and re.search(r"Sphinx \d+\.\d+\.\d+ 创建。", footer), footer
+    assert re.search(r"PyData Sphinx Theme \d+\.\d+\.\d+ 构建。", footer), footer
+    assert "Copyright" not in footer and "developers" not in footer, footer
+
+
+def test_api_parameter_types_say_optional_in_chinese(site: Path) -> None:
+    zh = (site / "zh_CN" / "api" / "index.html").read_text(encoding="utf-8")
+    en = (site / "en" / "api" / "index.html").read_text(encoding="utf-8")
+    assert "<em>optional</em>" in en
+    assert "optional" not in re.sub(r"<[^>]+>", " ", zh.split("<article", 1)[1]), "English 'optional' on the zh_CN API page"
+    assert ", 可选)" in re.sub(r"<[^>]+>", "", zh)
+
+
+def test_general_index_names_modules_in_chinese(site: Path) -> None:
+    text = re.sub(r"<[^>]+>", " ", (site / "zh_CN" / "genindex.html").read_text(encoding="utf-8"))
+    assert "模块" in text and not re.search(r"\bmodule\b", text)
+
+
+def test_api_references_heading_is_the_glossary_term(site: Path) -> None:
+    text = (site / "zh_CN" / "api" / "index.html").read_text(encoding="utf-8")
+    rubrics = re.findall(r'class="rubric">([^<]*)<', text)
+    assert "参考文献" in rubrics and "引用" not in rubrics, sorted(set(rubrics))
