@@ -93,7 +93,8 @@ class _TranslatedFormatter:
     """Wraps a tick formatter so that the labels it produces are translated."""
 
     def __init__(self, inner: Any, translate: Callable[[str], str]) -> None:
-        self.inner, self.translate = inner, translate
+        self.inner = inner
+        self.translate = lambda s: translate(s) if is_message(s) else s  # numbers stay as they are
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -103,6 +104,22 @@ class _TranslatedFormatter:
 
     def format_ticks(self, values: Any) -> list[str]:
         return [self.translate(s) for s in self.inner.format_ticks(values)]
+
+    # matplotlib's Formatter base class defines these, so __getattr__ would not reach the inner one.
+    def get_offset(self) -> str:
+        return self.translate(self.inner.get_offset())
+
+    def set_locs(self, locs: Any) -> None:
+        self.inner.set_locs(locs)
+
+    def set_axis(self, axis: Any) -> None:
+        self.inner.set_axis(axis)
+
+    def format_data(self, value: Any) -> str:
+        return self.translate(self.inner.format_data(value))
+
+    def format_data_short(self, value: Any) -> str:
+        return self.translate(self.inner.format_data_short(value))
 
 
 def _make_formatter(inner: Any, translate: Callable[[str], str]) -> Any:

@@ -108,3 +108,16 @@ def test_translated_layout_without_collisions_passes() -> None:
         assert posenc_figures.layout_problems(fig, {t for t in texts if t.startswith("译文")}) == []
     finally:
         plt.close(fig)
+
+
+def test_word_tick_labels_of_a_categorical_axis_are_translated() -> None:
+    fig, ax = plt.subplots()
+    ax.bar(["small", "large"], [1, 2])
+    try:
+        assert {"small", "large"} <= set(posenc_figures.figure_messages(fig))
+        posenc_figures.translate_figure(fig, {"small": "小", "large": "大"}.get)
+        fig.canvas.draw()
+        labels = {t.get_text() for t in ax.get_xticklabels()}
+        assert labels == {"小", "大"}, labels
+    finally:
+        plt.close(fig)
