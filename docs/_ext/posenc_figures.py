@@ -422,7 +422,10 @@ def render_language(app: Any) -> None:
             for m in missing:
                 logger.warning("figure %s: no %s translation in %s.po for %r", image.name, language, DOMAIN, m)
             used = {m: catalogue.get(m) or m for m in messages}
-            key = hashlib.sha256(pickled.read_bytes() + json.dumps(used, sort_keys=True).encode()).hexdigest()
+            # the pickle, the translations and this module: a change to any re-renders the figure
+            key = hashlib.sha256(
+                pickled.read_bytes() + json.dumps(used, sort_keys=True).encode() + Path(__file__).read_bytes()
+            ).hexdigest()
             target, sidecar = localized(image, app), localized(image.with_suffix(".json"), app)
             if target.is_file() and sidecar.is_file() and json.loads(sidecar.read_text(encoding="utf-8")).get("key") == key:
                 continue
