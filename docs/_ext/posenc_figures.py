@@ -435,7 +435,8 @@ def render_language(app: Any) -> None:
                     guard_missing_glyphs()
                     translate_figure(fig, lambda s: used.get(s, s))
                     fig.savefig(target, facecolor=fig.get_facecolor(), edgecolor=fig.get_edgecolor())
-                    for problem in layout_problems(fig, set(used.values()) - set(k for k, v in used.items() if k == v)):
+                    problems = layout_problems(fig, set(used.values()) - set(k for k, v in used.items() if k == v))
+                    for problem in problems:
                         logger.warning("figure %s (%s): %s", image.name, language, problem)
                     alt = figure_titles(fig)
             except (Warning, MissingGlyph) as exc:
@@ -443,8 +444,11 @@ def render_language(app: Any) -> None:
                 continue
             finally:
                 _close(fig)
-            sidecar.write_text(json.dumps({"key": key, "alt": alt}, ensure_ascii=False), encoding="utf-8")
             app.env.posenc_figures_changed.add(docname)
+            if problems:  # no key: the next build renders it again, and warns again
+                sidecar.write_text(json.dumps({"key": None, "alt": alt}, ensure_ascii=False), encoding="utf-8")
+                continue
+            sidecar.write_text(json.dumps({"key": key, "alt": alt}, ensure_ascii=False), encoding="utf-8")
         # The gallery thumbnail, from the translated rendering of the same figure.
         stem = Path(docname).name
         number = _thumbnail_number(_example_source(app, docname))
