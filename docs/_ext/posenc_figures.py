@@ -93,7 +93,8 @@ class _TranslatedFormatter:
     """Wraps a tick formatter so that the labels it produces are translated."""
 
     def __init__(self, inner: Any, translate: Callable[[str], str]) -> None:
-        self.inner, self.translate = inner, translate
+        self.inner = inner
+        self.translate = lambda s: translate(s) if is_message(s) else s  # numbers stay as they are
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -103,6 +104,22 @@ class _TranslatedFormatter:
 
     def format_ticks(self, values: Any) -> list[str]:
         return [self.translate(s) for s in self.inner.format_ticks(values)]
+
+    # matplotlib's Formatter base class defines these, so __getattr__ would not reach the inner one.
+    def get_offset(self) -> str:
+        return self.translate(self.inner.get_offset())
+
+    def set_locs(self, locs: Any) -> None:
+        self.inner.set_locs(locs)
+
+    def set_axis(self, axis: Any) -> None:
+        self.inner.set_axis(axis)
+
+    def format_data(self, value: Any) -> str:
+        return self.translate(self.inner.format_data(value))
+
+    def format_data_short(self, value: Any) -> str:
+        return self.translate(self.inner.format_data_short(value))
 
 
 def _make_formatter(inner: Any, translate: Callable[[str], str]) -> Any:
@@ -405,7 +422,10 @@ def render_language(app: Any) -> None:
             for m in missing:
                 logger.warning("figure %s: no %s translation in %s.po for %r", image.name, language, DOMAIN, m)
             used = {m: catalogue.get(m) or m for m in messages}
-            key = hashlib.sha256(pickled.read_bytes() + json.dumps(used, sort_keys=True).encode()).hexdigest()
+            # the pickle, the translations and this module: a change to any re-renders the figure
+            key = hashlib.sha256(
+                pickled.read_bytes() + json.dumps(used, sort_keys=True).encode() + Path(__file__).read_bytes()
+            ).hexdigest()
             target, sidecar = localized(image, app), localized(image.with_suffix(".json"), app)
             if target.is_file() and sidecar.is_file() and json.loads(sidecar.read_text(encoding="utf-8")).get("key") == key:
                 continue
@@ -415,7 +435,8 @@ def render_language(app: Any) -> None:
                     guard_missing_glyphs()
                     translate_figure(fig, lambda s: used.get(s, s))
                     fig.savefig(target, facecolor=fig.get_facecolor(), edgecolor=fig.get_edgecolor())
-                    for problem in layout_problems(fig, set(used.values()) - set(k for k, v in used.items() if k == v)):
+                    problems = layout_problems(fig, set(used.values()) - set(k for k, v in used.items() if k == v))
+                    for problem in problems:
                         logger.warning("figure %s (%s): %s", image.name, language, problem)
                     alt = figure_titles(fig)
             except (Warning, MissingGlyph) as exc:
@@ -423,8 +444,11 @@ def render_language(app: Any) -> None:
                 continue
             finally:
                 _close(fig)
-            sidecar.write_text(json.dumps({"key": key, "alt": alt}, ensure_ascii=False), encoding="utf-8")
             app.env.posenc_figures_changed.add(docname)
+            if problems:  # no key: the next build renders it again, and warns again
+                sidecar.write_text(json.dumps({"key": None, "alt": alt}, ensure_ascii=False), encoding="utf-8")
+                continue
+            sidecar.write_text(json.dumps({"key": key, "alt": alt}, ensure_ascii=False), encoding="utf-8")
         # The gallery thumbnail, from the translated rendering of the same figure.
         stem = Path(docname).name
         number = _thumbnail_number(_example_source(app, docname))

@@ -76,3 +76,48 @@ def test_clipped_translation_is_reported() -> None:
         assert any("clipped" in p for p in posenc_figures.layout_problems(fig, {"很长的标题" * 8}))
     finally:
         plt.close(fig)
+
+
+def test_overlapping_translation_is_reported() -> None:
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.text(0.1, 0.5, "left")
+    ax.text(0.3, 0.5, "right")
+    try:
+        posenc_figures.translate_figure(fig, lambda s: "一段很长的译文" if s == "left" else s)
+        fig.canvas.draw()
+        problems = posenc_figures.layout_problems(fig, {"一段很长的译文"})
+        assert any("overlaps 'right'" in p for p in problems), problems
+    finally:
+        plt.close(fig)
+
+
+def test_translated_layout_without_collisions_passes() -> None:
+    """Control: labels, title, legend and colour bar re-laid out after translation collide with nothing."""
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    im = ax.imshow([[0, 1], [1, 0]])
+    ax.set_xticks([0, 1], ["early", "late"])
+    ax.set_xlabel("position $p$")
+    ax.set_title("two words")
+    ax.plot([0, 1], [0, 1], label="with PE")
+    ax.legend(loc="upper right")
+    fig.colorbar(im, ax=ax, label="cosine similarity")
+    try:
+        posenc_figures.translate_figure(fig, lambda s: "译文" + s)
+        fig.canvas.draw()
+        texts = {t.get_text() for t in posenc_figures._texts(fig)}
+        assert posenc_figures.layout_problems(fig, {t for t in texts if t.startswith("译文")}) == []
+    finally:
+        plt.close(fig)
+
+
+def test_word_tick_labels_of_a_categorical_axis_are_translated() -> None:
+    fig, ax = plt.subplots()
+    ax.bar(["small", "large"], [1, 2])
+    try:
+        assert {"small", "large"} <= set(posenc_figures.figure_messages(fig))
+        posenc_figures.translate_figure(fig, {"small": "小", "large": "大"}.get)
+        fig.canvas.draw()
+        labels = {t.get_text() for t in ax.get_xticklabels()}
+        assert labels == {"小", "大"}, labels
+    finally:
+        plt.close(fig)
