@@ -76,7 +76,8 @@ TERMS: list[tuple[str, str]] = [
     (r"perplexity", "困惑度"),
     (r"vocabular(y|ies)", "词表"),
     (r"causal mask", "因果掩码"),
-    (r"buckets?", "分桶"),
+    # A bucket is 桶 (bucket 17: 桶 17); the term "relative position bucket" is 相对位置分桶 (above).
+    (r"buckets?", "桶"),
     (r"left padding", "左填充"),
     (r"scaling factor", "缩放因子"),
     (r"wavelengths?", "波长"),
