@@ -107,6 +107,32 @@ fig.colorbar(im, ax=axes, label="bucket")
 plt.show()
 
 # %%
+# Other settings
+# --------------
+# The explorer below recomputes both pictures in the browser for another ``num_buckets``,
+# ``max_distance`` or sequence length, with the same arithmetic as
+# :func:`posenc.t5_relative_position_bucket` (float32 rounding included; the site's tests compare
+# the two). It prints the number of exact buckets and the distance at which the last bucket
+# starts. The figures above stay for readers without JavaScript.
+#
+# .. posenc-explorer:: t5
+#
+#    - Attention
+#    - bidirectional (encoder)
+#    - causal (decoder)
+#    - num_buckets
+#    - max_distance
+#    - Sequence length
+#    - exact buckets per direction
+#    - last bucket starts at distance
+#    - Distance to bucket
+#    - relative position r = j − i
+#    - bucket
+#    - Query × key
+#    - key position j
+#    - query position i
+
+# %%
 # What the buckets forget
 # -----------------------
 # Two consequences can be measured directly. First, past the start of the last bucket the model
