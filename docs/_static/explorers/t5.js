@@ -138,7 +138,10 @@
       const span = Math.max(2 * distance, 32);
       const curve = compute({ bidirectional, numBuckets: buckets, maxDistance: distance, low: -span, high: span }).buckets;
       const flat = lastBucketStart(bidirectional, buckets, distance);
-      summary.textContent = `${labels.exact}: ${maxExact} · ${labels.last_start}: ${flat}`;
+      // Full-width punctuation on Chinese pages, as in the page text.
+      const chinese = document.documentElement.lang.startsWith("zh");
+      const [colon, between] = chinese ? ["：", "；"] : [": ", " · "];
+      summary.textContent = `${labels.exact}${colon}${maxExact}${between}${labels.last_start}${colon}${flat}`;
       root.dataset.exact = String(maxExact);
       root.dataset.lastStart = String(flat);
 
