@@ -237,7 +237,9 @@ def lint_catalogue(po: Path, name: str | None = None) -> list[Problem]:
             problems.append(Problem(name, msgid, rule))
         plain = mask(msgstr)
         for term, gloss in FIRST_USE.items():
-            if term in plain and term not in first_use_seen:
+            # A whole word only: LongRoPE is a name of its own, not a use of RoPE.
+            used = re.search(rf"(?<![A-Za-z]){re.escape(term)}(?![A-Za-z])", plain)
+            if used and term not in first_use_seen:
                 first_use_seen.add(term)
                 if gloss not in msgstr:
                     problems.append(Problem(name, msgid, f"first use of {term} in this page: write {gloss}"))

@@ -39,6 +39,24 @@ LABELS: dict[str, tuple[str, ...]] = {
         "offset_axis",
         "dot_axis",
     ),
+    "rope_scaling": (
+        "type",
+        "dim",
+        "base",
+        "factor",
+        "original",
+        "seq_len",
+        "attention",
+        "unchanged",
+        "scale_title",
+        "ratio_axis",
+        "slow_axis",
+        "wavelength_title",
+        "pair_axis",
+        "wavelength_axis",
+        "context",
+        "extended",
+    ),
     "t5": (
         "mode",
         "bidirectional",
@@ -79,6 +97,21 @@ T5_SETTINGS = (
     (False, 318, 2048),
 )
 T5_SPAN = 3000
+
+#: RoPE scaling settings: (rope_type, dim, base, factor, original context, sequence length,
+#: extra keys). LongRoPE uses the page's illustrative lists (see _longrope_lists).
+ROPE_SETTINGS = (
+    ("default", 128, 10000.0, 1.0, 4096, 4096, {}),
+    ("linear", 128, 10000.0, 4.0, 4096, 4096, {}),
+    ("dynamic", 128, 10000.0, 4.0, 4096, 16384, {}),
+    ("dynamic", 64, 500000.0, 8.0, 8192, 2048, {}),
+    ("yarn", 128, 10000.0, 4.0, 4096, 16384, {"beta_fast": 32.0, "beta_slow": 1.0}),
+    ("yarn", 64, 500000.0, 16.0, 2048, 4096, {"beta_fast": 16.0, "beta_slow": 2.0}),
+    ("llama3", 128, 500000.0, 8.0, 8192, 8192, {"low_freq_factor": 1.0, "high_freq_factor": 4.0}),
+    ("llama3", 64, 10000.0, 4.0, 2048, 2048, {"low_freq_factor": 2.0, "high_freq_factor": 8.0}),
+    ("longrope", 96, 10000.0, 8.0, 4096, 8192, {}),
+    ("longrope", 96, 10000.0, 8.0, 4096, 1024, {}),
+)
 
 
 class explorer(nodes.General, nodes.Element):
@@ -159,7 +192,52 @@ def _t5_reference() -> list[dict[str, Any]]:
     ]
 
 
-REFERENCES = {"sinusoidal": _sinusoidal_reference, "t5": _t5_reference}
+def _longrope_lists(dim: int, factor: float) -> tuple[list[float], list[float]]:
+    """The illustrative LongRoPE lists of the scaling-atlas page and its explorer."""
+    pairs = dim // 2
+    return [1.0] * pairs, [factor ** (i / (pairs - 1)) for i in range(pairs)]
+
+
+def _rope_scaling_reference() -> list[dict[str, Any]]:
+    import posenc
+
+    cases = []
+    for rope_type, dim, base, factor, original, seq_len, extra in ROPE_SETTINGS:
+        scaling: dict[str, Any] = {"rope_type": rope_type}
+        if rope_type != "default":
+            scaling["factor"] = factor
+        if rope_type == "dynamic":
+            scaling["max_position_embeddings"] = original
+        elif rope_type in ("yarn", "llama3", "longrope"):
+            scaling["original_max_position_embeddings"] = original
+        if rope_type == "longrope":
+            scaling["short_factor"], scaling["long_factor"] = _longrope_lists(dim, factor)
+        scaling.update(extra)
+        inv_freq, attention = posenc.rope_inv_freq(dim, base=base, scaling=scaling, seq_len=seq_len)
+        cases.append(
+            {
+                "type": rope_type,
+                "dim": dim,
+                "base": base,
+                "factor": factor,
+                "original": original,
+                "seqLen": seq_len,
+                "betaFast": extra.get("beta_fast", 32.0),
+                "betaSlow": extra.get("beta_slow", 1.0),
+                "lowFreqFactor": extra.get("low_freq_factor", 1.0),
+                "highFreqFactor": extra.get("high_freq_factor", 4.0),
+                "invFreq": inv_freq.tolist(),
+                "attention": attention,
+            }
+        )
+    return cases
+
+
+REFERENCES = {
+    "sinusoidal": _sinusoidal_reference,
+    "t5": _t5_reference,
+    "rope_scaling": _rope_scaling_reference,
+}
 
 
 def _write_references(app: Any) -> None:

@@ -8,6 +8,7 @@ itself; the JavaScript computes the same quantities in the browser.
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import pytest
@@ -18,6 +19,7 @@ from test_browser import _open, base_url, browser, page  # noqa: F401  (fixtures
 HOSTS = {
     "sinusoidal": "auto_examples/01_foundations/plot_sinusoidal_picture.html",
     "t5": "auto_examples/04_variants/plot_t5_buckets.html",
+    "rope_scaling": "auto_examples/04_variants/plot_rope_scaling_atlas.html",
 }
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
@@ -128,4 +130,54 @@ def test_t5_draws_fast_and_responds(page, lang: str) -> None:  # type: ignore[no
     assert canvas.evaluate("c => c.toDataURL()") != before
     root.locator("select").select_option("causal")
     assert root.get_attribute("data-exact") == "32"
+    assert page.problems == []
+
+
+@pytest.mark.parametrize("lang", ["en", "zh_CN"])
+def test_rope_scaling_equals_posenc(page, lang: str) -> None:  # type: ignore[no-untyped-def]
+    _explorer(page, lang, "rope_scaling")
+    response = page.request.get(f"/{lang}/_static/explorers/reference/rope_scaling.json")
+    assert response.ok
+    cases = json.loads(response.body())
+    assert {c["type"] for c in cases} == {"default", "linear", "dynamic", "yarn", "llama3", "longrope"}
+    errors = page.evaluate(
+        """cases => cases.map(c => {
+            const api = window.posencExplorers.rope_scaling;
+            const got = api.compute({...c, ...api.longropeLists(c.dim, c.factor)});
+            if (got.invFreq.length !== c.invFreq.length) return [Infinity, Infinity];
+            const rel = got.invFreq.reduce((m, v, i) => Math.max(m, Math.abs(v / c.invFreq[i] - 1)), 0);
+            return [rel, Math.abs(got.attention - c.attention)];
+        })""",
+        cases,
+    )
+    for case, (relative_error, attention_error) in zip(cases, errors):
+        setting = (case["type"], case["dim"], case["base"], case["factor"], case["original"], case["seqLen"])
+        assert relative_error < 1e-9, (setting, relative_error)
+        assert attention_error < 1e-12, (setting, attention_error)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh_CN"])
+def test_rope_scaling_draws_fast_and_responds(page, lang: str) -> None:  # type: ignore[no-untyped-def]
+    root = _explorer(page, lang, "rope_scaling")
+    first_draw_ms = float(root.get_attribute("data-first-draw-ms"))
+    print(f"rope_scaling explorer, {lang}: first drawing in {first_draw_ms:.1f} ms")
+    assert first_draw_ms < 100
+    labels = root.locator(".posenc-explorer-control span").all_inner_texts()
+    assert bool(CJK.search(labels[0])) == (lang == "zh_CN"), labels
+    # YaRN with s = 4 on the page's head: the attention factor 0.1 ln 4 + 1, 21 pairs unchanged,
+    # as printed by the page from posenc.
+    assert float(root.get_attribute("data-attention")) == pytest.approx(0.1 * math.log(4) + 1, rel=1e-12)
+    assert root.get_attribute("data-unchanged") == "21"
+    canvas = root.locator("canvas")
+    before = canvas.evaluate("c => c.toDataURL()")
+    root.locator("select").select_option("linear")
+    assert root.get_attribute("data-unchanged") == "0"
+    assert float(root.get_attribute("data-attention")) == 1.0
+    # Controls a type does not read are hidden; the ones it reads answer the keyboard.
+    assert not root.get_by_text("beta_fast").is_visible()
+    factor = root.locator('input[type="range"]').nth(2)
+    factor.focus()
+    page.keyboard.press("ArrowRight")
+    assert root.locator("output").nth(2).inner_text() == "4.5"
+    assert canvas.evaluate("c => c.toDataURL()") != before
     assert page.problems == []
