@@ -57,6 +57,18 @@ LABELS: dict[str, tuple[str, ...]] = {
         "context",
         "extended",
     ),
+    "alibi": (
+        "heads",
+        "head",
+        "length",
+        "slopes",
+        "matrix_title",
+        "key_axis",
+        "query_axis",
+        "lines_title",
+        "distance_axis",
+        "bias_axis",
+    ),
     "t5": (
         "mode",
         "bidirectional",
@@ -233,8 +245,32 @@ def _rope_scaling_reference() -> list[dict[str, Any]]:
     return cases
 
 
+#: ALiBi settings: (heads, q_len, k_len); every head count from 1 to 64 for the slopes.
+ALIBI_SETTINGS = ((8, 16, 16), (12, 5, 20), (5, 1, 9), (64, 7, 7))
+
+
+def _alibi_reference() -> dict[str, Any]:
+    import torch
+
+    import posenc
+
+    return {
+        "slopes": {n: posenc.alibi_slopes(n, dtype=torch.float64).tolist() for n in range(1, 65)},
+        "bias": [
+            {
+                "heads": heads,
+                "qLen": q_len,
+                "kLen": k_len,
+                "bias": posenc.alibi_bias(heads, q_len, k_len, dtype=torch.float64).flatten().tolist(),
+            }
+            for heads, q_len, k_len in ALIBI_SETTINGS
+        ],
+    }
+
+
 REFERENCES = {
     "sinusoidal": _sinusoidal_reference,
+    "alibi": _alibi_reference,
     "t5": _t5_reference,
     "rope_scaling": _rope_scaling_reference,
 }

@@ -20,6 +20,7 @@ HOSTS = {
     "sinusoidal": "auto_examples/01_foundations/plot_sinusoidal_picture.html",
     "t5": "auto_examples/04_variants/plot_t5_buckets.html",
     "rope_scaling": "auto_examples/04_variants/plot_rope_scaling_atlas.html",
+    "alibi": "auto_examples/04_variants/plot_alibi.html",
 }
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
@@ -179,5 +180,55 @@ def test_rope_scaling_draws_fast_and_responds(page, lang: str) -> None:  # type:
     factor.focus()
     page.keyboard.press("ArrowRight")
     assert root.locator("output").nth(2).inner_text() == "4.5"
+    assert canvas.evaluate("c => c.toDataURL()") != before
+    assert page.problems == []
+
+
+@pytest.mark.parametrize("lang", ["en", "zh_CN"])
+def test_alibi_equals_posenc(page, lang: str) -> None:  # type: ignore[no-untyped-def]
+    _explorer(page, lang, "alibi")
+    response = page.request.get(f"/{lang}/_static/explorers/reference/alibi.json")
+    assert response.ok
+    reference = json.loads(response.body())
+    assert len(reference["slopes"]) == 64
+    errors = page.evaluate(
+        """ref => {
+            const api = window.posencExplorers.alibi;
+            const worst = (a, b) => a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i])), 0);
+            const slopes = Object.entries(ref.slopes).map(([n, expected]) => {
+                const got = api.compute({heads: Number(n), qLen: 1, kLen: 1}).slopes;
+                return got.length === expected.length ? worst(got, expected) : Infinity;
+            });
+            const bias = ref.bias.map(c => {
+                const got = api.compute(c).bias;
+                return got.length === c.bias.length ? worst(got, c.bias) : Infinity;
+            });
+            return [Math.max(...slopes), Math.max(...bias)];
+        }""",
+        reference,
+    )
+    assert errors[0] < 1e-15, errors
+    assert errors[1] < 1e-12, errors
+
+
+@pytest.mark.parametrize("lang", ["en", "zh_CN"])
+def test_alibi_draws_fast_and_responds(page, lang: str) -> None:  # type: ignore[no-untyped-def]
+    root = _explorer(page, lang, "alibi")
+    first_draw_ms = float(root.get_attribute("data-first-draw-ms"))
+    print(f"alibi explorer, {lang}: first drawing in {first_draw_ms:.1f} ms")
+    assert first_draw_ms < 100
+    labels = root.locator(".posenc-explorer-control span").all_inner_texts()
+    assert len(labels) == 3
+    assert bool(CJK.search(labels[0])) == (lang == "zh_CN"), labels
+    assert len(json.loads(root.get_attribute("data-slopes"))) == 12  # the page's default
+    canvas = root.locator("canvas")
+    before = canvas.evaluate("c => c.toDataURL()")
+    heads = root.locator('input[type="range"]').first
+    heads.focus()
+    for _ in range(4):
+        page.keyboard.press("ArrowRight")  # 12 -> 16 heads
+    slopes = json.loads(root.get_attribute("data-slopes"))
+    assert len(slopes) == 16 and slopes[0] == pytest.approx(2 ** -0.5, rel=1e-15)
+    assert root.locator("output").first.inner_text() == "16"
     assert canvas.evaluate("c => c.toDataURL()") != before
     assert page.problems == []

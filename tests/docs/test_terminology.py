@@ -112,3 +112,10 @@ def test_a_bucket_is_tong(tmp_path: Path) -> None:
     assert lint_terms.lint([_po(tmp_path / "page.po", [("Bucket 17.", "桶 17。")])]) == []
     problems = lint_terms.lint([_po(tmp_path / "other.po", [("Bucket 17.", "箱 17。")])])
     assert any("bucket" in p.rule.lower() for p in problems)
+
+
+def test_figure_labels_need_no_first_use_gloss(tmp_path: Path) -> None:
+    # A figure title sits on a page whose text glosses ALiBi; the label stays short.
+    assert lint_terms.lint([_po(tmp_path / "figures.po", [("ALiBi bias", "ALiBi 偏置")])]) == []
+    problems = lint_terms.lint([_po(tmp_path / "page.po", [("ALiBi bias.", "ALiBi 偏置。")])])
+    assert any("first use of ALiBi" in p.rule for p in problems)
