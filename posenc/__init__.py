@@ -28,6 +28,7 @@ from posenc.rope import (
     rope_cos_sin,
     rope_inv_freq,
 )
+from posenc.rope_config import rope_report
 from posenc.sinusoidal import SinusoidalPositionalEncoding, sinusoidal_frequencies, sinusoidal_table
 
 from posenc import diagnostics, models, numpy  # noqa: E402  (submodules: posenc.diagnostics, ...)
@@ -45,6 +46,7 @@ __all__ = [
     "permute_for_half_layout",
     "rope_cos_sin",
     "rope_inv_freq",
+    "rope_report",
     "LearnedPositionalEncoding",
     "RelativePositionEmbedding",
     "SinusoidalPositionalEncoding",

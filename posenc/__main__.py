@@ -1,0 +1,30 @@
+"""Command line: ``python -m posenc rope CONFIG.json`` explains a model's RoPE settings."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from posenc.rope_config import rope_report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m posenc", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    rope = commands.add_parser("rope", help="explain the RoPE settings of a Hugging Face config.json")
+    rope.add_argument("config", help="path to config.json")
+    args = parser.parse_args(argv)
+    try:
+        with open(args.config, encoding="utf-8") as f:
+            config = json.load(f)
+        report = rope_report(config)
+    except (OSError, json.JSONDecodeError, TypeError, ValueError) as error:
+        print(f"posenc rope: {args.config}: {error}", file=sys.stderr)
+        return 1
+    print(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
