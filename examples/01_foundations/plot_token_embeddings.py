@@ -79,8 +79,8 @@ print(f"E[ids]:      {t_index * 1e3:9.3f} ms")
 print(f"ratio:       {t_product / t_index:9.0f}x")
 
 # %%
-# This is why every library implements an embedding as a lookup (``nn.Embedding``,
-# :class:`posenc.TokenEmbedding`) and the one-hot product only in explanations.
+# This is why embedding layers (``nn.Embedding``, :class:`posenc.TokenEmbedding`) look rows up,
+# and the one-hot product appears only in explanations.
 #
 # Random or pretrained rows
 # ------------------------------
