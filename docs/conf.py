@@ -38,6 +38,7 @@ extensions = [
     "myst_nb",
     "posenc_docs",
     "posenc_figures",
+    "posenc_explorers",
 ]
 
 root_doc = "index"

@@ -76,7 +76,8 @@ TERMS: list[tuple[str, str]] = [
     (r"perplexity", "困惑度"),
     (r"vocabular(y|ies)", "词表"),
     (r"causal mask", "因果掩码"),
-    (r"buckets?", "分桶"),
+    # A bucket is 桶 (bucket 17: 桶 17); the term "relative position bucket" is 相对位置分桶 (above).
+    (r"buckets?", "桶"),
     (r"left padding", "左填充"),
     (r"scaling factor", "缩放因子"),
     (r"wavelengths?", "波长"),
@@ -235,8 +236,11 @@ def lint_catalogue(po: Path, name: str | None = None) -> list[Problem]:
         for rule in check_message(msgid, msgstr, po.name):
             problems.append(Problem(name, msgid, rule))
         plain = mask(msgstr)
-        for term, gloss in FIRST_USE.items():
-            if term in plain and term not in first_use_seen:
+        # Figure strings are short labels on pages whose text already glosses the term.
+        for term, gloss in ({} if po.name == "figures.po" else FIRST_USE).items():
+            # A whole word only: LongRoPE is a name of its own, not a use of RoPE.
+            used = re.search(rf"(?<![A-Za-z]){re.escape(term)}(?![A-Za-z])", plain)
+            if used and term not in first_use_seen:
                 first_use_seen.add(term)
                 if gloss not in msgstr:
                     problems.append(Problem(name, msgid, f"first use of {term} in this page: write {gloss}"))

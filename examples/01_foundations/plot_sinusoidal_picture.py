@@ -64,6 +64,33 @@ plt.show()
 # one cycle in these 256 positions (the printed count of cycles). Low columns tell neighbouring
 # positions apart; high columns tell positions far apart.
 #
+# Other widths and bases
+# ----------------------
+# The explorer below draws the same table in the browser for another width :math:`d`, base or
+# number of positions, in either column layout (``"interleaved"``: sine and cosine alternate;
+# ``"concat"``: all sines, then all cosines), with one chosen column as a curve. Its third panel
+# is the mean dot product :math:`PE(p) \cdot PE(p+k)` of rows :math:`k` positions apart, the
+# subject of a later page. The numbers are those of :func:`posenc.sinusoidal_table` (the site's
+# tests compare the two); the static figures above stay for readers without JavaScript.
+#
+# .. posenc-explorer:: sinusoidal
+#
+#    - Width d
+#    - Base
+#    - Positions
+#    - Column
+#    - Layout
+#    - interleaved
+#    - concat
+#    - The table
+#    - position p
+#    - column j
+#    - Column
+#    - value
+#    - Dot product by offset
+#    - offset k
+#    - mean PE(p)·PE(p+k)
+#
 # The binary-counter picture
 # --------------------------
 # Write the position in binary, lowest bit first. Bit :math:`k` of :math:`p` is

@@ -99,3 +99,23 @@ def test_figure_text_keeps_math_and_numbers(tmp_path: Path) -> None:
     bad = [("position $p$, d = 128", "位置 p，d = 256")]
     rules = [p.rule for p in lint_terms.lint([_po(tmp_path / "figures.po", bad)])]
     assert any("math changed" in r for r in rules) and any("numbers changed" in r for r in rules), rules
+
+
+def test_first_use_is_a_whole_word(tmp_path: Path) -> None:
+    # LongRoPE is a name of its own: it needs no 旋转位置编码（RoPE） gloss; RoPE itself does.
+    assert lint_terms.lint([_po(tmp_path / "page.po", [("LongRoPE factors.", "LongRoPE 的因子。")])]) == []
+    problems = lint_terms.lint([_po(tmp_path / "other.po", [("RoPE factors.", "RoPE 的因子。")])])
+    assert any("first use of RoPE" in p.rule for p in problems)
+
+
+def test_a_bucket_is_tong(tmp_path: Path) -> None:
+    assert lint_terms.lint([_po(tmp_path / "page.po", [("Bucket 17.", "桶 17。")])]) == []
+    problems = lint_terms.lint([_po(tmp_path / "other.po", [("Bucket 17.", "箱 17。")])])
+    assert any("bucket" in p.rule.lower() for p in problems)
+
+
+def test_figure_labels_need_no_first_use_gloss(tmp_path: Path) -> None:
+    # A figure title sits on a page whose text glosses ALiBi; the label stays short.
+    assert lint_terms.lint([_po(tmp_path / "figures.po", [("ALiBi bias", "ALiBi 偏置")])]) == []
+    problems = lint_terms.lint([_po(tmp_path / "page.po", [("ALiBi bias.", "ALiBi 偏置。")])])
+    assert any("first use of ALiBi" in p.rule for p in problems)

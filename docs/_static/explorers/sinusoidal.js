@@ -1,0 +1,226 @@
+// The sinusoidal-table explorer: width, base, positions, column and layout on sliders; the table
+// as a heatmap, one column as a curve, and the dot product by offset. The numbers are the
+// formula of posenc.sinusoidal_table (and posenc.diagnostics.dot_product_by_offset); the browser
+// tests compare compute() with values exported by the build from posenc itself.
+(function () {
+  "use strict";
+
+  // Frequencies 1 / base^(2i/d), one per sine/cosine pair (ceil(d/2) of them).
+  function frequencies(dim, base) {
+    const freqs = [];
+    for (let i = 0; 2 * i < dim; i++) freqs.push(1 / Math.pow(base, (2 * i) / dim));
+    return freqs;
+  }
+
+  // Row-major (length x dim) table, Float64Array.
+  function table(dim, base, length, layout) {
+    const freqs = frequencies(dim, base);
+    const nSin = freqs.length;
+    const out = new Float64Array(length * dim);
+    for (let p = 0; p < length; p++) {
+      for (let j = 0; j < dim; j++) {
+        let value;
+        if (layout === "interleaved") {
+          const angle = p * freqs[j >> 1];
+          value = j % 2 === 0 ? Math.sin(angle) : Math.cos(angle);
+        } else {
+          value = j < nSin ? Math.sin(p * freqs[j]) : Math.cos(p * freqs[j - nSin]);
+        }
+        out[p * dim + j] = value;
+      }
+    }
+    return out;
+  }
+
+  // Mean of PE(p) . PE(p+k) over p, for k = 0 .. length-1. A full sine/cosine pair contributes
+  // cos(k w) for every p; a lone sine column (odd width) is averaged explicitly.
+  function dotByOffset(dim, base, length) {
+    const freqs = frequencies(dim, base);
+    const pairs = Math.floor(dim / 2);
+    const dots = new Float64Array(length);
+    for (let k = 0; k < length; k++) {
+      let sum = 0;
+      for (let i = 0; i < pairs; i++) sum += Math.cos(k * freqs[i]);
+      if (dim % 2 === 1) {
+        const w = freqs[freqs.length - 1];
+        let lone = 0;
+        for (let p = 0; p + k < length; p++) lone += Math.sin(p * w) * Math.sin((p + k) * w);
+        sum += lone / (length - k);
+      }
+      dots[k] = sum;
+    }
+    return dots;
+  }
+
+  function compute(settings) {
+    const { dim, base, length, layout } = settings;
+    return { table: table(dim, base, length, layout), dot: dotByOffset(dim, base, length) };
+  }
+
+  // ---------------------------------------------------------------- drawing
+
+  // Diverging blue-white-red for values in [-1, 1].
+  function colour(v) {
+    const t = Math.max(-1, Math.min(1, v));
+    const a = Math.abs(t);
+    const white = [247, 247, 247];
+    const end = t < 0 ? [33, 102, 172] : [178, 24, 43];
+    return white.map((w, c) => Math.round(w + (end[c] - w) * a));
+  }
+
+  function axes(ctx, box, title, xLabel, yLabel) {
+    ctx.fillStyle = "#222";
+    ctx.font = "13px sans-serif";
+    ctx.textAlign = "center";
+    ctx.fillText(title, box.x + box.w / 2, box.y - 8);
+    ctx.font = "12px sans-serif";
+    ctx.fillText(xLabel, box.x + box.w / 2, box.y + box.h + 32);
+    ctx.save();
+    ctx.translate(box.x - 40, box.y + box.h / 2);
+    ctx.rotate(-Math.PI / 2);
+    ctx.fillText(yLabel, 0, 0);
+    ctx.restore();
+    ctx.strokeStyle = "#444";
+    ctx.strokeRect(box.x, box.y, box.w, box.h);
+  }
+
+  function ticks(ctx, box, xMax, yMin, yMax) {
+    ctx.fillStyle = "#444";
+    ctx.font = "11px sans-serif";
+    ctx.textAlign = "center";
+    for (const f of [0, 0.5, 1]) {
+      ctx.fillText(String(Math.round(f * xMax)), box.x + f * box.w, box.y + box.h + 14);
+    }
+    ctx.textAlign = "right";
+    for (const f of [0, 0.5, 1]) {
+      const v = yMax - f * (yMax - yMin);
+      ctx.fillText(Number(v.toPrecision(3)).toString(), box.x - 4, box.y + f * box.h + 4);
+    }
+  }
+
+  function heatmap(ctx, box, values, dim, length) {
+    const image = ctx.createImageData(dim, length);
+    for (let i = 0; i < dim * length; i++) {
+      const [r, g, b] = colour(values[i]);
+      image.data.set([r, g, b, 255], 4 * i);
+    }
+    const off = document.createElement("canvas");
+    off.width = dim;
+    off.height = length;
+    off.getContext("2d").putImageData(image, 0, 0);
+    ctx.imageSmoothingEnabled = false;
+    ctx.drawImage(off, box.x, box.y, box.w, box.h);
+  }
+
+  function curve(ctx, box, ys, yMin, yMax, colourName) {
+    ctx.strokeStyle = colourName;
+    ctx.lineWidth = 1.5;
+    ctx.beginPath();
+    const n = ys.length;
+    for (let i = 0; i < n; i++) {
+      const x = box.x + (n === 1 ? 0 : (i / (n - 1)) * box.w);
+      const y = box.y + ((yMax - ys[i]) / (yMax - yMin)) * box.h;
+      if (i === 0) ctx.moveTo(x, y);
+      else ctx.lineTo(x, y);
+    }
+    ctx.stroke();
+  }
+
+  // ---------------------------------------------------------------- controls
+
+  function slider(root, label, min, max, step, value, format) {
+    const row = document.createElement("label");
+    row.className = "posenc-explorer-control";
+    const name = document.createElement("span");
+    name.textContent = label;
+    const input = document.createElement("input");
+    Object.assign(input, { type: "range", min, max, step, value });
+    const shown = document.createElement("output");
+    shown.textContent = format(Number(value));
+    input.addEventListener("input", () => (shown.textContent = format(Number(input.value))));
+    row.append(name, input, shown);
+    root.append(row);
+    return input;
+  }
+
+  function mount(root) {
+    const labels = JSON.parse(root.dataset.labels);
+    const controls = document.createElement("div");
+    controls.className = "posenc-explorer-controls";
+    root.append(controls);
+    const width = slider(controls, labels.width, 2, 256, 1, 64, (v) => String(v));
+    // The base moves on a log scale: 10^1 .. 10^6.
+    const logBase = slider(controls, labels.base, 1, 6, 0.1, 4, (v) => Math.round(Math.pow(10, v)).toLocaleString());
+    const positions = slider(controls, labels.positions, 16, 1024, 1, 256, (v) => String(v));
+    const column = slider(controls, labels.column, 0, 255, 1, 8, (v) => String(v));
+    const layoutRow = document.createElement("label");
+    layoutRow.className = "posenc-explorer-control";
+    const layoutName = document.createElement("span");
+    layoutName.textContent = labels.layout;
+    const layout = document.createElement("select");
+    for (const value of ["interleaved", "concat"]) {
+      const option = document.createElement("option");
+      option.value = value;
+      option.textContent = labels[value];
+      layout.append(option);
+    }
+    layoutRow.append(layoutName, layout);
+    controls.append(layoutRow);
+
+    const canvas = document.createElement("canvas");
+    // As wide as the page's content column: the table on the left, two curves stacked on the right.
+    canvas.width = Math.max(560, root.clientWidth - 26);
+    canvas.height = 440;
+    canvas.setAttribute("role", "img");
+    canvas.setAttribute("aria-label", labels.table_title);
+    root.append(canvas);
+    const ctx = canvas.getContext("2d");
+
+    function draw() {
+      const start = performance.now();
+      const dim = Number(width.value);
+      column.max = String(dim - 1);
+      const col = Math.min(Number(column.value), dim - 1);
+      const settings = {
+        dim,
+        base: Math.pow(10, Number(logBase.value)),
+        length: Number(positions.value),
+        layout: layout.value,
+      };
+      const result = compute(settings);
+      ctx.clearRect(0, 0, canvas.width, canvas.height);
+      const half = Math.floor((canvas.width - 150) / 2);
+      const boxes = [
+        { x: 55, y: 30, w: half, h: 360 },
+        { x: half + 125, y: 30, w: half, h: 135 },
+        { x: half + 125, y: 255, w: half, h: 135 },
+      ];
+      heatmap(ctx, boxes[0], result.table, dim, settings.length);
+      axes(ctx, boxes[0], labels.table_title, labels.column_axis, labels.position_axis);
+      ticks(ctx, boxes[0], dim - 1, settings.length - 1, 0);
+      const values = [];
+      for (let p = 0; p < settings.length; p++) values.push(result.table[p * dim + col]);
+      curve(ctx, boxes[1], values, -1.05, 1.05, "#1f77b4");
+      axes(ctx, boxes[1], `${labels.curve_title} ${col}`, labels.position_axis, labels.value_axis);
+      ticks(ctx, boxes[1], settings.length - 1, -1, 1);
+      const dots = Array.from(result.dot);
+      const top = Math.max(...dots);
+      const bottom = Math.min(0, ...dots);
+      curve(ctx, boxes[2], dots, bottom, top, "#d62728");
+      axes(ctx, boxes[2], labels.dot_title, labels.offset_axis, labels.dot_axis);
+      ticks(ctx, boxes[2], settings.length - 1, bottom, top);
+      root.dataset.drawMs = (performance.now() - start).toFixed(2);
+      root.dataset.draws = String(Number(root.dataset.draws || 0) + 1);
+    }
+
+    for (const input of [width, logBase, positions, column]) input.addEventListener("input", draw);
+    layout.addEventListener("change", draw);
+    draw();
+    root.dataset.firstDrawMs = root.dataset.drawMs;
+  }
+
+  window.posencExplorers = Object.assign(window.posencExplorers || {}, { sinusoidal: { compute } });
+  document.addEventListener("DOMContentLoaded", () => {
+    for (const root of document.querySelectorAll('.posenc-explorer[data-explorer="sinusoidal"]')) mount(root);
+  });
+})();
