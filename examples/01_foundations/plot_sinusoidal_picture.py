@@ -35,8 +35,8 @@ fig.colorbar(im, ax=ax, label="$PE(p, j)$")
 plt.show()
 
 # %%
-# Left to right, the stripes get wider: the first columns alternate from one row to the next,
-# the last ones hardly change over 256 positions, so their sine columns stay near 0 and their
+# Left to right, the stripes get wider: the first columns change sign every few rows, the last
+# ones hardly change over 256 positions, so their sine columns stay near 0 and their
 # cosine columns near 1 (the white and dark red bands at the right).
 
 # %%
