@@ -13,6 +13,7 @@ computes in Chromium.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -285,11 +286,28 @@ def _write_references(app: Any) -> None:
         (folder / f"{name}.json").write_text(json.dumps(compute()))
 
 
+SCRIPTS = Path(__file__).resolve().parent.parent / "_static" / "explorers"
+
+
+def _scripts_changed(app: Any, env: Any, added: set, changed: set, removed: set) -> list[str]:
+    """Every page lists the explorer scripts (with a checksum): re-write all when they change."""
+    digest = hashlib.sha256(
+        json.dumps(LABELS).encode() + b"".join(p.read_bytes() for p in sorted(SCRIPTS.glob("*.js")))
+    ).hexdigest()
+    if getattr(env, "posenc_explorer_scripts", None) == digest:
+        return []
+    env.posenc_explorer_scripts = digest
+    return sorted(env.found_docs)
+
+
 def setup(app: Any) -> dict[str, Any]:
     app.add_node(explorer, html=(_visit_explorer_html, None))
     app.add_directive("posenc-explorer", ExplorerDirective)
+    # Deferred scripts run in order: the shared kit first.
+    app.add_js_file("explorers/kit.js", defer="defer")
     for name in LABELS:
         app.add_js_file(f"explorers/{name}.js", defer="defer")
     app.add_css_file("explorers/explorers.css")
     app.connect("builder-inited", _write_references)
+    app.connect("env-get-outdated", _scripts_changed)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -25,6 +25,13 @@ HOSTS = {
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
+def _reference(page, lang: str, name: str):  # type: ignore[no-untyped-def]
+    """The values the build exported from posenc for explorer ``name``."""
+    response = page.request.get(f"/{lang}/_static/explorers/reference/{name}.json")
+    assert response.ok
+    return json.loads(response.body())
+
+
 def _explorer(page, lang: str, name: str):  # type: ignore[no-untyped-def]
     _open(page, f"/{lang}/{HOSTS[name]}")
     root = page.locator(f'.posenc-explorer[data-explorer="{name}"]')
@@ -36,9 +43,7 @@ def _explorer(page, lang: str, name: str):  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("lang", ["en", "zh_CN"])
 def test_sinusoidal_numbers_equal_posenc(page, lang: str) -> None:  # type: ignore[no-untyped-def]
     _explorer(page, lang, "sinusoidal")
-    response = page.request.get(f"/{lang}/_static/explorers/reference/sinusoidal.json")
-    assert response.ok
-    cases = json.loads(response.body())
+    cases = _reference(page, lang, "sinusoidal")
     assert len(cases) >= 6 and {c["layout"] for c in cases} == {"interleaved", "concat"}
     assert any(c["dim"] % 2 for c in cases)  # odd widths, where the layouts differ most
     errors = page.evaluate(
@@ -89,9 +94,7 @@ def test_sinusoidal_draws_fast_and_responds(page, lang: str) -> None:  # type: i
 @pytest.mark.parametrize("lang", ["en", "zh_CN"])
 def test_t5_buckets_equal_posenc(page, lang: str) -> None:  # type: ignore[no-untyped-def]
     _explorer(page, lang, "t5")
-    response = page.request.get(f"/{lang}/_static/explorers/reference/t5.json")
-    assert response.ok
-    cases = json.loads(response.body())
+    cases = _reference(page, lang, "t5")
     assert len(cases) >= 6 and {c["bidirectional"] for c in cases} == {True, False}
     mismatches = page.evaluate(
         """cases => cases.map(c => {
@@ -137,9 +140,7 @@ def test_t5_draws_fast_and_responds(page, lang: str) -> None:  # type: ignore[no
 @pytest.mark.parametrize("lang", ["en", "zh_CN"])
 def test_rope_scaling_equals_posenc(page, lang: str) -> None:  # type: ignore[no-untyped-def]
     _explorer(page, lang, "rope_scaling")
-    response = page.request.get(f"/{lang}/_static/explorers/reference/rope_scaling.json")
-    assert response.ok
-    cases = json.loads(response.body())
+    cases = _reference(page, lang, "rope_scaling")
     assert {c["type"] for c in cases} == {"default", "linear", "dynamic", "yarn", "llama3", "longrope"}
     errors = page.evaluate(
         """cases => cases.map(c => {
@@ -187,9 +188,7 @@ def test_rope_scaling_draws_fast_and_responds(page, lang: str) -> None:  # type:
 @pytest.mark.parametrize("lang", ["en", "zh_CN"])
 def test_alibi_equals_posenc(page, lang: str) -> None:  # type: ignore[no-untyped-def]
     _explorer(page, lang, "alibi")
-    response = page.request.get(f"/{lang}/_static/explorers/reference/alibi.json")
-    assert response.ok
-    reference = json.loads(response.body())
+    reference = _reference(page, lang, "alibi")
     assert len(reference["slopes"]) == 64
     errors = page.evaluate(
         """ref => {

@@ -74,21 +74,7 @@
 
   // ---------------------------------------------------------------- drawing
 
-  function frame(ctx, box, title, xLabel, yLabel) {
-    ctx.fillStyle = "#222";
-    ctx.textAlign = "center";
-    ctx.font = "13px sans-serif";
-    ctx.fillText(title, box.x + box.w / 2, box.y - 8);
-    ctx.font = "12px sans-serif";
-    ctx.fillText(xLabel, box.x + box.w / 2, box.y + box.h + 32);
-    ctx.save();
-    ctx.translate(box.x - 42, box.y + box.h / 2);
-    ctx.rotate(-Math.PI / 2);
-    ctx.fillText(yLabel, 0, 0);
-    ctx.restore();
-    ctx.strokeStyle = "#444";
-    ctx.strokeRect(box.x, box.y, box.w, box.h);
-  }
+  const kit = window.posencExplorerKit;
 
   // Log-scale axis helpers: value -> pixel, and tick labels at powers of ten.
   function logScale(min, max, from, to) {
@@ -118,31 +104,6 @@
     ctx.setLineDash([]);
   }
 
-  // ---------------------------------------------------------------- controls
-
-  function control(root, label, input, format) {
-    const row = document.createElement("label");
-    row.className = "posenc-explorer-control";
-    const name = document.createElement("span");
-    name.textContent = label;
-    row.append(name, input);
-    if (format) {
-      const shown = document.createElement("output");
-      const update = () => (shown.textContent = format(Number(input.value)));
-      input.addEventListener("input", update);
-      update();
-      row.append(shown);
-    }
-    root.append(row);
-    return row;
-  }
-
-  function range(min, max, step, value) {
-    const input = document.createElement("input");
-    Object.assign(input, { type: "range", min, max, step, value });
-    return input;
-  }
-
   const TYPES = ["default", "linear", "dynamic", "yarn", "llama3", "longrope"];
   // Which parameter each type reads.
   const USES = {
@@ -153,51 +114,39 @@
     llama3: ["llama3"],
   };
 
-  function mount(root) {
-    const labels = JSON.parse(root.dataset.labels);
-    const chinese = document.documentElement.lang.startsWith("zh");
-    const [colon, between] = chinese ? ["：", "；"] : [": ", " · "];
+  function mount(root, labels) {
+    const { colon, between } = kit.punctuation();
     const controls = document.createElement("div");
     controls.className = "posenc-explorer-controls";
     root.append(controls);
-    const type = document.createElement("select");
-    for (const value of TYPES) {
-      const option = document.createElement("option");
-      option.value = value;
-      option.textContent = value;
-      type.append(option);
-    }
+    // Type names are the rope_type values of a config, shown as they are written there.
+    const type = kit.select(TYPES.map((value) => [value, value]));
     type.value = "yarn";
-    control(controls, labels.type, type, null);
-    const dim = range(16, 256, 2, 128);
-    const logBase = range(3, 7, 0.1, 4);
-    const factor = range(1, 32, 0.5, 4);
-    const logOriginal = range(9, 17, 1, 12);
-    const logSeq = range(9, 19, 0.5, 14);
-    const betaFast = range(1, 64, 1, 32);
-    const betaSlow = range(0.25, 8, 0.25, 1);
-    const lowFreq = range(0.5, 4, 0.5, 1);
-    const highFreq = range(1, 16, 0.5, 4);
+    kit.control(controls, labels.type, type, null);
+    const dim = kit.range(16, 256, 2, 128);
+    const logBase = kit.range(3, 7, 0.1, 4);
+    const factor = kit.range(1, 32, 0.5, 4);
+    const logOriginal = kit.range(9, 17, 1, 12);
+    const logSeq = kit.range(9, 19, 0.5, 14);
+    const betaFast = kit.range(1, 64, 1, 32);
+    const betaSlow = kit.range(0.25, 8, 0.25, 1);
+    const lowFreq = kit.range(0.5, 4, 0.5, 1);
+    const highFreq = kit.range(1, 16, 0.5, 4);
     const rows = {
-      dim: control(controls, labels.dim, dim, (v) => String(v)),
-      base: control(controls, labels.base, logBase, (v) => Math.round(Math.pow(10, v)).toLocaleString()),
-      factor: control(controls, labels.factor, factor, (v) => String(v)),
-      original: control(controls, labels.original, logOriginal, (v) => String(Math.pow(2, v))),
-      seqLen: control(controls, labels.seq_len, logSeq, (v) => String(Math.round(Math.pow(2, v)))),
-      betaFast: control(controls, "beta_fast", betaFast, (v) => String(v)),
-      betaSlow: control(controls, "beta_slow", betaSlow, (v) => String(v)),
-      lowFreq: control(controls, "low_freq_factor", lowFreq, (v) => String(v)),
-      highFreq: control(controls, "high_freq_factor", highFreq, (v) => String(v)),
+      dim: kit.control(controls, labels.dim, dim, (v) => String(v)),
+      base: kit.control(controls, labels.base, logBase, (v) => Math.round(Math.pow(10, v)).toLocaleString()),
+      factor: kit.control(controls, labels.factor, factor, (v) => String(v)),
+      original: kit.control(controls, labels.original, logOriginal, (v) => String(Math.pow(2, v))),
+      seqLen: kit.control(controls, labels.seq_len, logSeq, (v) => String(Math.round(Math.pow(2, v)))),
+      betaFast: kit.control(controls, "beta_fast", betaFast, (v) => String(v)),
+      betaSlow: kit.control(controls, "beta_slow", betaSlow, (v) => String(v)),
+      lowFreq: kit.control(controls, "low_freq_factor", lowFreq, (v) => String(v)),
+      highFreq: kit.control(controls, "high_freq_factor", highFreq, (v) => String(v)),
     };
     const summary = document.createElement("p");
     summary.className = "posenc-explorer-summary";
     root.append(summary);
-    const canvas = document.createElement("canvas");
-    canvas.width = Math.max(560, root.clientWidth - 26);
-    canvas.height = 340;
-    canvas.setAttribute("role", "img");
-    canvas.setAttribute("aria-label", labels.scale_title);
-    root.append(canvas);
+    const canvas = kit.canvas(root, 340, labels.scale_title);
     const ctx = canvas.getContext("2d");
 
     function settings() {
@@ -219,8 +168,7 @@
       };
     }
 
-    function draw() {
-      const start = performance.now();
+    const draw = kit.timed(root, () => {
       const p = settings();
       const t = p.type;
       rows.factor.hidden = !USES.factor.includes(t);
@@ -259,7 +207,7 @@
         if (m > xMin && m < xMax) line(ctx, [[xl(m), left.y], [xl(m), left.y + left.h]], "#999", true);
       }
       line(ctx, ratios.map((r, i) => [xl(r), yl(slow[i])]), "#1f77b4", false);
-      frame(ctx, left, labels.scale_title, labels.ratio_axis, labels.slow_axis);
+      kit.frame(ctx, left, labels.scale_title, labels.ratio_axis, labels.slow_axis);
       powerTicks(ctx, xMin, xMax, (v) => [xl(v), left.y + left.h + 14], true);
       ctx.textAlign = "right";
       ctx.fillStyle = "#444";
@@ -276,7 +224,7 @@
       }
       line(ctx, wavelengths.map((w, i) => [xr(i), yr(w)]), "#7f7f7f", false);
       line(ctx, after.map((w, i) => [xr(i), yr(w)]), "#d62728", false);
-      frame(ctx, right, labels.wavelength_title, labels.pair_axis, labels.wavelength_axis);
+      kit.frame(ctx, right, labels.wavelength_title, labels.pair_axis, labels.wavelength_axis);
       powerTicks(ctx, wMin, wMax, (v) => [right.x - 4, yr(v) + 4], false);
       ctx.textAlign = "center";
       ctx.fillText("0", xr(0), right.y + right.h + 14);
@@ -285,23 +233,14 @@
       ctx.fillStyle = "#555";
       ctx.fillText(labels.context, right.x + 4, yr(p.original) - 4);
       ctx.fillText(labels.extended, right.x + 4, yr(p.original * p.factor) - 4);
-
-      root.dataset.drawMs = (performance.now() - start).toFixed(2);
-      root.dataset.draws = String(Number(root.dataset.draws || 0) + 1);
-    }
+    });
 
     for (const input of [dim, logBase, factor, logOriginal, logSeq, betaFast, betaSlow, lowFreq, highFreq]) {
       input.addEventListener("input", draw);
     }
     type.addEventListener("change", draw);
     draw();
-    root.dataset.firstDrawMs = root.dataset.drawMs;
   }
 
-  window.posencExplorers = Object.assign(window.posencExplorers || {}, {
-    rope_scaling: { compute: inverseFrequencies, longropeLists },
-  });
-  document.addEventListener("DOMContentLoaded", () => {
-    for (const root of document.querySelectorAll('.posenc-explorer[data-explorer="rope_scaling"]')) mount(root);
-  });
+  kit.register("rope_scaling", { compute: inverseFrequencies, longropeLists }, mount);
 })();

@@ -59,6 +59,8 @@
 
   // ---------------------------------------------------------------- drawing
 
+  const kit = window.posencExplorerKit;
+
   // Diverging blue-white-red for values in [-1, 1].
   function colour(v) {
     const t = Math.max(-1, Math.min(1, v));
@@ -66,22 +68,6 @@
     const white = [247, 247, 247];
     const end = t < 0 ? [33, 102, 172] : [178, 24, 43];
     return white.map((w, c) => Math.round(w + (end[c] - w) * a));
-  }
-
-  function axes(ctx, box, title, xLabel, yLabel) {
-    ctx.fillStyle = "#222";
-    ctx.font = "13px sans-serif";
-    ctx.textAlign = "center";
-    ctx.fillText(title, box.x + box.w / 2, box.y - 8);
-    ctx.font = "12px sans-serif";
-    ctx.fillText(xLabel, box.x + box.w / 2, box.y + box.h + 32);
-    ctx.save();
-    ctx.translate(box.x - 40, box.y + box.h / 2);
-    ctx.rotate(-Math.PI / 2);
-    ctx.fillText(yLabel, 0, 0);
-    ctx.restore();
-    ctx.strokeStyle = "#444";
-    ctx.strokeRect(box.x, box.y, box.w, box.h);
   }
 
   function ticks(ctx, box, xMax, yMin, yMax) {
@@ -98,20 +84,6 @@
     }
   }
 
-  function heatmap(ctx, box, values, dim, length) {
-    const image = ctx.createImageData(dim, length);
-    for (let i = 0; i < dim * length; i++) {
-      const [r, g, b] = colour(values[i]);
-      image.data.set([r, g, b, 255], 4 * i);
-    }
-    const off = document.createElement("canvas");
-    off.width = dim;
-    off.height = length;
-    off.getContext("2d").putImageData(image, 0, 0);
-    ctx.imageSmoothingEnabled = false;
-    ctx.drawImage(off, box.x, box.y, box.w, box.h);
-  }
-
   function curve(ctx, box, ys, yMin, yMax, colourName) {
     ctx.strokeStyle = colourName;
     ctx.lineWidth = 1.5;
@@ -126,58 +98,25 @@
     ctx.stroke();
   }
 
-  // ---------------------------------------------------------------- controls
-
-  function slider(root, label, min, max, step, value, format) {
-    const row = document.createElement("label");
-    row.className = "posenc-explorer-control";
-    const name = document.createElement("span");
-    name.textContent = label;
-    const input = document.createElement("input");
-    Object.assign(input, { type: "range", min, max, step, value });
-    const shown = document.createElement("output");
-    shown.textContent = format(Number(value));
-    input.addEventListener("input", () => (shown.textContent = format(Number(input.value))));
-    row.append(name, input, shown);
-    root.append(row);
-    return input;
-  }
-
-  function mount(root) {
-    const labels = JSON.parse(root.dataset.labels);
+  function mount(root, labels) {
     const controls = document.createElement("div");
     controls.className = "posenc-explorer-controls";
     root.append(controls);
-    const width = slider(controls, labels.width, 2, 256, 1, 64, (v) => String(v));
+    const width = kit.range(2, 256, 1, 64);
     // The base moves on a log scale: 10^1 .. 10^6.
-    const logBase = slider(controls, labels.base, 1, 6, 0.1, 4, (v) => Math.round(Math.pow(10, v)).toLocaleString());
-    const positions = slider(controls, labels.positions, 16, 1024, 1, 256, (v) => String(v));
-    const column = slider(controls, labels.column, 0, 255, 1, 8, (v) => String(v));
-    const layoutRow = document.createElement("label");
-    layoutRow.className = "posenc-explorer-control";
-    const layoutName = document.createElement("span");
-    layoutName.textContent = labels.layout;
-    const layout = document.createElement("select");
-    for (const value of ["interleaved", "concat"]) {
-      const option = document.createElement("option");
-      option.value = value;
-      option.textContent = labels[value];
-      layout.append(option);
-    }
-    layoutRow.append(layoutName, layout);
-    controls.append(layoutRow);
-
-    const canvas = document.createElement("canvas");
-    // As wide as the page's content column: the table on the left, two curves stacked on the right.
-    canvas.width = Math.max(560, root.clientWidth - 26);
-    canvas.height = 440;
-    canvas.setAttribute("role", "img");
-    canvas.setAttribute("aria-label", labels.table_title);
-    root.append(canvas);
+    const logBase = kit.range(1, 6, 0.1, 4);
+    const positions = kit.range(16, 1024, 1, 256);
+    const column = kit.range(0, 255, 1, 8);
+    const layout = kit.select([["interleaved", labels.interleaved], ["concat", labels.concat]]);
+    kit.control(controls, labels.width, width, (v) => String(v));
+    kit.control(controls, labels.base, logBase, (v) => Math.round(Math.pow(10, v)).toLocaleString());
+    kit.control(controls, labels.positions, positions, (v) => String(v));
+    kit.control(controls, labels.column, column, (v) => String(v));
+    kit.control(controls, labels.layout, layout, null);
+    const canvas = kit.canvas(root, 440, labels.table_title);
     const ctx = canvas.getContext("2d");
 
-    function draw() {
-      const start = performance.now();
+    const draw = kit.timed(root, () => {
       const dim = Number(width.value);
       column.max = String(dim - 1);
       const col = Math.min(Number(column.value), dim - 1);
@@ -189,38 +128,33 @@
       };
       const result = compute(settings);
       ctx.clearRect(0, 0, canvas.width, canvas.height);
+      // The table on the left, two curves stacked on the right.
       const half = Math.floor((canvas.width - 150) / 2);
       const boxes = [
         { x: 55, y: 30, w: half, h: 360 },
         { x: half + 125, y: 30, w: half, h: 135 },
         { x: half + 125, y: 255, w: half, h: 135 },
       ];
-      heatmap(ctx, boxes[0], result.table, dim, settings.length);
-      axes(ctx, boxes[0], labels.table_title, labels.column_axis, labels.position_axis);
+      kit.image(ctx, boxes[0], settings.length, dim, (p, j) => colour(result.table[p * dim + j]));
+      kit.frame(ctx, boxes[0], labels.table_title, labels.column_axis, labels.position_axis);
       ticks(ctx, boxes[0], dim - 1, settings.length - 1, 0);
       const values = [];
       for (let p = 0; p < settings.length; p++) values.push(result.table[p * dim + col]);
       curve(ctx, boxes[1], values, -1.05, 1.05, "#1f77b4");
-      axes(ctx, boxes[1], `${labels.curve_title} ${col}`, labels.position_axis, labels.value_axis);
+      kit.frame(ctx, boxes[1], `${labels.curve_title} ${col}`, labels.position_axis, labels.value_axis);
       ticks(ctx, boxes[1], settings.length - 1, -1, 1);
       const dots = Array.from(result.dot);
       const top = Math.max(...dots);
       const bottom = Math.min(0, ...dots);
       curve(ctx, boxes[2], dots, bottom, top, "#d62728");
-      axes(ctx, boxes[2], labels.dot_title, labels.offset_axis, labels.dot_axis);
+      kit.frame(ctx, boxes[2], labels.dot_title, labels.offset_axis, labels.dot_axis);
       ticks(ctx, boxes[2], settings.length - 1, bottom, top);
-      root.dataset.drawMs = (performance.now() - start).toFixed(2);
-      root.dataset.draws = String(Number(root.dataset.draws || 0) + 1);
-    }
+    });
 
     for (const input of [width, logBase, positions, column]) input.addEventListener("input", draw);
     layout.addEventListener("change", draw);
     draw();
-    root.dataset.firstDrawMs = root.dataset.drawMs;
   }
 
-  window.posencExplorers = Object.assign(window.posencExplorers || {}, { sinusoidal: { compute } });
-  document.addEventListener("DOMContentLoaded", () => {
-    for (const root of document.querySelectorAll('.posenc-explorer[data-explorer="sinusoidal"]')) mount(root);
-  });
+  kit.register("sinusoidal", { compute }, mount);
 })();
