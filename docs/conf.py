@@ -39,6 +39,7 @@ extensions = [
     "posenc_docs",
     "posenc_figures",
     "posenc_explorers",
+    "posenc_ledger",
 ]
 
 root_doc = "index"
@@ -127,7 +128,7 @@ sphinx_gallery_conf = {
     "reset_modules": ("matplotlib", "posenc_docs.reset_matplotlib"),
     # matplotlib's scraper, plus a pickle of each figure so that it can be re-rendered with its
     # words translated (docs/_ext/posenc_figures.py).
-    "image_scrapers": ("posenc_figures.figure_scraper",),
+    "image_scrapers": ("posenc_figures.figure_scraper", "posenc_ledger.claims_scraper"),
     "reset_modules_order": "both",
     # Timings would change the generated pages (and so the catalogues) on every run.
     "min_reported_time": float("inf"),

@@ -14,6 +14,8 @@ through one layer, with and without a sinusoidal positional encoding, and measur
 # A word-level vocabulary, a token embedding scaled by :math:`\sqrt{d}`, the sinusoidal encoding
 # of the original paper, and one standard PyTorch encoder layer. The weights start random: the
 # first half of the argument holds for any weights; the second half trains them.
+import math
+
 import matplotlib.pyplot as plt
 import torch
 from torch import nn
@@ -199,3 +201,32 @@ plt.show()
 #   effect on the ``[CLS]`` output is small; after a few hundred training steps the model uses it
 #   and the two meanings end up far apart (printed above), while the model without positions
 #   stays at chance.
+
+# %%
+# Claims tested here
+# ------------------
+# The claims this page measured, as rows of the site's claims ledger (the build collects every
+# page's ``claims``).
+with torch.no_grad():
+    pooled = min(float(pooled_similarity(a, b, embed, layer, None)) for a, b in pairs)
+torch.manual_seed(0)
+untrained_with_pe = cls_similarities(CLSEncoder(True))
+trained_with_pe = [sim for _, _, sims in finals["with PE"] for sim in sims]
+final_without = [loss for loss, _, _ in finals["without PE"]]
+claims = [
+    {
+        "claim": "Without positional encoding a Transformer cannot tell 猫追老鼠 from 老鼠追猫.",
+        "source": "seed article",
+        "measured": f"pooled cosine similarity {pooled:.6f}; trained loss {min(final_without):.4f} "
+        f"(ln 2 = {math.log(2):.4f}) for {len(final_without)} seeds",
+        "verdict": "holds",
+    },
+    {
+        "claim": "Adding a positional encoding lowers the similarity of the two sentences from about "
+        "0.98 to below 0.3.",
+        "source": "seed article",
+        "measured": f"untrained layer with PE: [CLS] similarity {min(untrained_with_pe):.4f}; after "
+        f"training: {min(trained_with_pe):+.3f} to {max(trained_with_pe):+.3f}",
+        "verdict": "holds with conditions",
+    },
+]

@@ -157,3 +157,19 @@ print("a chunk of 4 equals the last 4 rows:", torch.equal(chunk, bias[:, -4:]))
 #   without one.
 # * Left padding leaves the attention of the real tokens unchanged in both forms, and a decoding
 #   step with a KV cache takes the last row of the full bias.
+
+# %%
+# Claims tested here
+# ------------------
+# The claims this page measured, as rows of the site's claims ledger.
+causal_difference = (attention(scores, bias, causal) - attention(scores, per_key, causal)).abs().max().item()
+open_difference = (attention(scores, bias, None) - attention(scores, per_key, None)).abs().max().item()
+claims = [
+    {
+        "claim": "BLOOM's per-key ALiBi bias m·j is equivalent to the paper's −m·(i−j).",
+        "source": "Hugging Face BLOOM code comments",
+        "measured": f"causal mask: attention differs by {causal_difference:.1e}; no mask: by "
+        f"{open_difference:.2f}",
+        "verdict": "holds with conditions",
+    },
+]

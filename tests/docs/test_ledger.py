@@ -1,0 +1,68 @@
+"""The claims ledger: rows recorded by the examples, assembled into one page in both languages."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+
+import posenc_ledger  # noqa: E402
+
+GALLERY = ROOT / "docs" / "auto_examples"
+ROW = re.compile(r"<tr[^>]*>(.*?)</tr>", re.DOTALL)
+CELL = re.compile(r"<td[^>]*>(.*?)</td>", re.DOTALL)
+TAG = re.compile(r"<[^>]+>")
+
+
+def _rows(page: Path) -> list[list[str]]:
+    html = page.read_text()
+    table = html[html.index('class="posenc-ledger'):]
+    table = table[: table.index("</table>")]
+    rows = [CELL.findall(row) for row in ROW.findall(table)]
+    return [cells for cells in rows if cells]  # the header row has <th>, not <td>
+
+
+def _recorded() -> list[dict[str, str]]:
+    files = sorted(GALLERY.rglob("*.claims.json"))
+    return [row for path in files for row in json.loads(path.read_text())["rows"]]
+
+
+@pytest.mark.docs
+@pytest.mark.parametrize(
+    ("lang", "verdicts"),
+    [
+        ("en", set(posenc_ledger.VERDICTS)),
+        ("zh_CN", {"成立", "有条件成立", "不成立", "本站无法检验"}),
+    ],
+)
+def test_ledger_holds_every_recorded_claim(site: Path, lang: str, verdicts: set[str]) -> None:
+    recorded = _recorded()
+    assert len(recorded) >= 8
+    rows = _rows(site / lang / "claims.html")
+    assert len(rows) == len(recorded)
+    for cells, row in zip(rows, recorded):
+        claim, _, measured, verdict, page = (TAG.sub("", c).strip() for c in cells)
+        assert TAG.sub("", measured) == row["measured"].replace("&", "&amp;").replace("<", "&lt;")
+        assert verdict in verdicts
+        if lang == "en":
+            # Sphinx's smart quotes turn ' into ’ in page text.
+            assert claim.replace("\u2019", "'") == row["claim"].replace("&", "&amp;")
+        else:
+            assert re.search(r"[\u4e00-\u9fff]", claim), claim  # translated
+        href = re.search(r'href="([^"#]+)', cells[4]).group(1)
+        assert (site / lang / href).resolve().is_file(), href
+        assert page
+
+
+def test_rows_are_checked() -> None:
+    good = {"claim": "c", "source": "s", "measured": "m", "verdict": "holds"}
+    assert posenc_ledger._check_rows([good], "x") == [good]
+    for bad in ([], [{**good, "verdict": "mostly"}], [{**good, "measured": ""}], [{"claim": "c"}]):
+        with pytest.raises(ValueError):
+            posenc_ledger._check_rows(bad, "example.py")
