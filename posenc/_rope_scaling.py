@@ -21,13 +21,13 @@ import torch
 from posenc._checks import check_choice, check_even, check_positive_float, check_positive_int
 from posenc._frequencies import inverse_frequencies
 
-__all__ = ["ROPE_TYPES", "SCALING_TYPES", "RopeScaling", "parse_scaling"]
+__all__ = ["COMMON_KEYS", "ROPE_TYPES", "SCALING_TYPES", "RopeScaling", "parse_scaling"]
 
 _T = TypeVar("_T")
 
 # Keys every ``scaling`` dict may hold (``max_position_embeddings`` is read from the model config
 # by Hugging Face).
-_COMMON_KEYS = frozenset(
+COMMON_KEYS = frozenset(
     {"rope_type", "type", "rope_theta", "partial_rotary_factor", "max_position_embeddings"}
 )
 
@@ -431,7 +431,7 @@ def parse_scaling(dim: Any, base: Any, scaling: Any) -> RopeScaling:
         "scaling['rope_type']", scaling.get("rope_type", scaling.get("type", "default")), ROPE_TYPES
     )
     kind = SCALING_TYPES[rope_type]
-    allowed = _COMMON_KEYS | kind.keys
+    allowed = COMMON_KEYS | kind.keys
     unknown = sorted(str(k) for k in scaling if k not in allowed)
     if unknown:
         raise ValueError(

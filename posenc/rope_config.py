@@ -16,12 +16,10 @@ from typing import Any
 import torch
 
 from posenc._frequencies import inverse_frequencies
-from posenc._rope_scaling import SCALING_TYPES, parse_scaling
+from posenc._rope_scaling import COMMON_KEYS, SCALING_TYPES, parse_scaling
 
 __all__ = ["RopeReport", "rope_report"]
 
-# Keys every rope_parameters dict may hold besides the type's own (see posenc._rope_scaling).
-_COMMON_KEYS = {"rope_type", "type", "rope_theta", "partial_rotary_factor", "max_position_embeddings"}
 # Types whose "original context" is original_max_position_embeddings (with a fallback).
 _ORIGINAL_CONTEXT_TYPES = ("yarn", "longrope", "llama3")
 
@@ -180,7 +178,7 @@ def rope_report(config: Mapping[str, Any]) -> RopeReport:
 
     kind = SCALING_TYPES.get(rope_type)
     if kind is not None:
-        unknown = sorted(set(params) - _COMMON_KEYS - kind.keys)
+        unknown = sorted(set(params) - COMMON_KEYS - kind.keys)
         if unknown:
             warnings.append(f"keys that rope_type={rope_type!r} does not use (ignored here): {unknown}")
             params = {k: v for k, v in params.items() if k not in unknown}

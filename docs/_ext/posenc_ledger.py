@@ -65,6 +65,8 @@ class ClaimsLedgerDirective(SphinxDirective):
     """A table of every claim recorded by the gallery, grouped by the page that measured it."""
 
     def run(self) -> list[nodes.Node]:
+        # The rows come from files the gallery writes during this build: re-read every time.
+        self.env.posenc_ledger_docs = getattr(self.env, "posenc_ledger_docs", set()) | {self.env.docname}
         gallery = Path(self.env.srcdir) / "auto_examples"
         files = sorted(gallery.rglob("*.claims.json"))
         table = nodes.table(classes=["posenc-ledger", "colwidths-given"])
@@ -118,8 +120,7 @@ class ClaimsLedgerDirective(SphinxDirective):
 
 
 def _ledger_always_outdated(app: Any, env: Any, added: set, changed: set, removed: set) -> list[str]:
-    # The rows come from files the gallery writes while the build runs.
-    return [doc for doc in env.found_docs if doc == "claims"]
+    return sorted(getattr(env, "posenc_ledger_docs", set()) & env.found_docs)
 
 
 def setup(app: Any) -> dict[str, Any]:

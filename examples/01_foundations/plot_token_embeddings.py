@@ -197,11 +197,13 @@ def rank_of(target, query, exclude=()):
     return order.index(target) + 1
 
 
+ranks = {}  # "a - b + c" -> (rank over all words, rank without a, b, c)
 for a, b, c, expected in analogies:
     query = normed[index[a]] - normed[index[b]] + normed[index[c]]
     asked = {a, b, c}
-    print(f"{a} - {b} + {c}; rank of {expected}: {rank_of(expected, query)} (all), "
-          f"{rank_of(expected, query, asked)} (without a, b, c)")
+    overall, left_out = rank_of(expected, query), rank_of(expected, query, asked)
+    ranks[f"{a} - {b} + {c}"] = (overall, left_out)
+    print(f"{a} - {b} + {c}; rank of {expected}: {overall} (all), {left_out} (without a, b, c)")
     print(f"  all:     {show(neighbours(table, query, k=3))}")
     print(f"  without: {show(neighbours(table, query, asked, k=3))}")
 
@@ -274,11 +276,6 @@ plt.show()
 # Claims tested here
 # ------------------
 # The claims this page measured, as rows of the site's claims ledger.
-ranks = {
-    f"{a} - {b} + {c}": (rank_of(e, normed[index[a]] - normed[index[b]] + normed[index[c]]),
-                         rank_of(e, normed[index[a]] - normed[index[b]] + normed[index[c]], {a, b, c}))
-    for a, b, c, e in analogies
-}
 first = sum(excluded == 1 for _, excluded in ranks.values())
 first_overall = sum(overall == 1 for overall, _ in ranks.values())
 claims = [

@@ -138,9 +138,10 @@ class CLSEncoder(nn.Module):
         return self.layer(self.position(self.embed(tokens)))[:, 0]
 
 
+untrained = {}
 for use_position in (False, True):
     torch.manual_seed(0)
-    sims = cls_similarities(CLSEncoder(use_position))
+    sims = untrained[use_position] = cls_similarities(CLSEncoder(use_position))
     print(f"untrained, {'with' if use_position else 'without'} PE: [CLS] similarity per pair = "
           + ", ".join(f"{v:.6f}" for v in sims))
 
@@ -209,8 +210,7 @@ plt.show()
 # page's ``claims``).
 with torch.no_grad():
     pooled = min(float(pooled_similarity(a, b, embed, layer, None)) for a, b in pairs)
-torch.manual_seed(0)
-untrained_with_pe = cls_similarities(CLSEncoder(True))
+untrained_with_pe = untrained[True]
 trained_with_pe = [sim for _, _, sims in finals["with PE"] for sim in sims]
 final_without = [loss for loss, _, _ in finals["without PE"]]
 claims = [

@@ -106,7 +106,8 @@ for name, mask in (("causal", causal), ("bidirectional", None)):
 # constant per row on the real keys (distances :math:`i - j` do not change when both positions
 # shift; :math:`m_h\,j` shifts by :math:`m_h\,p` for every key), and the padded keys are masked, so
 # the attention of the real tokens is unchanged. BLOOM nevertheless computes its key positions
-# from the attention mask, which keeps its numbers identical too.
+# from the attention mask, which keeps its numbers identical too (checked below with its own
+# ``build_alibi_tensor``).
 pad = 5
 real = seq - pad
 padded_scores = torch.randn(heads, seq, seq, dtype=torch.float64)
@@ -117,6 +118,14 @@ unpadded = attention(scores[:, :real, :real], posenc.alibi_bias(heads, real, dty
 for name, full_bias in (("paper form", bias), ("BLOOM form", per_key)):
     weights = attention(padded_scores, full_bias, padded_mask)[:, pad:, pad:]
     print(f"left padding, {name}: largest difference = {(weights - unpadded).abs().max().item():.2e}")
+
+from transformers.models.bloom.modeling_bloom import build_alibi_tensor  # noqa: E402
+
+mask = torch.ones(1, seq, dtype=torch.long)
+mask[0, :pad] = 0
+bloom = build_alibi_tensor(mask, heads, torch.float64).view(heads, seq)  # (heads, key)
+print("BLOOM, left padding: bias of the real keys equals the unpadded m*j:",
+      torch.allclose(bloom[:, pad:], per_key[:, 0, :real], rtol=0, atol=1e-12))
 
 # %%
 # With a **KV cache**, a decoding step has one query and all previous keys. The query is the

@@ -27,7 +27,7 @@ llama_31 = {  # Llama 3.1 8B: llama3 scaling, legacy rope_scaling dict
         "original_max_position_embeddings": 8192,
     },
 }
-qwen2_yarn = {  # Qwen2-7B with YaRN added as its model card suggests
+qwen2_yarn = {  # Qwen2-7B with a YaRN block added and max_position_embeddings left as it was
     "hidden_size": 3584, "num_attention_heads": 28, "max_position_embeddings": 32768,
     "rope_theta": 1000000.0,
     "rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768},
@@ -63,9 +63,9 @@ for name, config in configs.items():
 #   original context (16). Not a bug in the file — the frequencies use the factor, and the model
 #   claims a context twice as long as the interpolation alone would suggest — but worth knowing
 #   when you change either number. The config uses the legacy ``rope_scaling`` dict.
-# * **Qwen2 + YaRN**: the suggested snippet leaves ``max_position_embeddings`` at the original
-#   32 768, so by the config's own numbers there is no extension at all while the frequencies are
-#   interpolated by 4. It also uses the legacy ``"type"`` key, which transformers still reads.
+# * **Qwen2 + YaRN**: the YaRN block was added but ``max_position_embeddings`` left at the
+#   original 32 768, so by the config's own numbers there is no extension at all while the
+#   frequencies are interpolated by 4. It also uses the legacy ``"type"`` key, which transformers still reads.
 # * **Phi-3**: ``original_max_position_embeddings`` sits at the top level of the config, where
 #   transformers (and posenc) read it; the long factors apply past it.
 # * **Llama 2, linear**: ``max_position_embeddings`` was raised to the new context, which users

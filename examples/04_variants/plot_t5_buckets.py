@@ -50,12 +50,14 @@ for bucket, (low, high) in bucket_ranges(distances, bidirectional).items():
     if bucket >= 16:
         width = "and every larger r" if high == distances.max().item() else f"{high - low + 1} distances"
         print(f"  bucket {bucket:2d}: r = {low:4d} .. {high:4d}   ({width})")
+last = bucket_ranges(distances, bidirectional)[31]
+print(f"the last bucket starts at distance {last[0]}; max_distance = 128")
 
 # %%
 # The printed ranges show the two regimes: one bucket per distance up to 7, then buckets that
 # widen. Two details are easy to miss. The last bucket starts well before ``max_distance``: the
-# floor in :math:`b(n)` already reaches 15 at :math:`n = 91`, so every distance from there on
-# shares it (the printout stops at 300 only because the input does). And bucket 16 never
+# floor in :math:`b(n)` reaches 15 before :math:`n` reaches 128 (the printed start), so every
+# distance from there on shares it (the printout stops at 300 only because the input does). And bucket 16 never
 # appears: distance 0 counts as "before", so the upper half starts at bucket 17 and only 15 of
 # its 16 buckets are used. Keys before the query (:math:`r \le 0`) use buckets 0–15.
 #
@@ -73,8 +75,8 @@ print("causal bucket of r = +5 (a future key):", causal[distances == 5].item())
 # Distance to bucket
 # ------------------
 # The same rule as a picture: the staircase is regular near zero and stretches out with
-# distance, then goes flat once the last bucket is reached, at :math:`|r| = 91`, before the
-# dashed lines that mark ``max_distance``.
+# distance, then goes flat once the last bucket is reached, before the dashed lines that mark
+# ``max_distance``.
 fig, ax = plt.subplots(figsize=(7, 3.8))
 ax.step(distances, bidirectional, where="mid", label="bidirectional (encoder)")
 ax.step(distances, causal, where="mid", label="causal (decoder)")
@@ -179,7 +181,7 @@ with torch.no_grad():
 # ---------------
 # * T5 maps a relative position to one of ``num_buckets`` learned scalars per head: exact buckets
 #   for short distances, logarithmically wider ones, and one shared bucket for everything far
-#   away — which, with the defaults, starts at distance 91, not at ``max_distance = 128``.
+#   away — which, with the defaults, starts well before ``max_distance = 128`` (printed above).
 # * The causal decoder spends all its buckets on the past; future keys share bucket 0 and are
 #   masked anyway.
 # * The bias sits in self-attention only, computed once per stack; posenc's module loads the
@@ -189,12 +191,11 @@ with torch.no_grad():
 # Claims tested here
 # ------------------
 # The claims this page measured, as rows of the site's claims ledger.
-start_of_last = min(-r for r, b in zip(distances.tolist(), bidirectional.tolist()) if b == 15 and r < 0)
 claims = [
     {
         "claim": "T5 gives every distance beyond max_distance (128) one shared bucket.",
         "source": "T5 paper and common explanations",
-        "measured": f"the shared last bucket starts at distance {start_of_last}, before max_distance",
+        "measured": f"the shared last bucket starts at distance {last[0]}, before max_distance",
         "verdict": "holds with conditions",
     },
     {

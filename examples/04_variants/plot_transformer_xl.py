@@ -22,8 +22,8 @@ building one vector per (query, key) pair?
 #     A_{ij} = \underbrace{q_i^\top k_j}_{(a)} + \underbrace{q_i^\top W_R R_{i-j}}_{(b)}
 #            + \underbrace{u^\top k_j}_{(c)} + \underbrace{v^\top W_R R_{i-j}}_{(d)}.
 #
-# (a) is content against content, (b) content against distance, (c) a global bias for each key's
-# content, (d) a global bias for each distance. The implementation groups them as
+# Term (a) is content against content, (b) content against distance, (c) a global bias for each
+# key's content, (d) a global bias for each distance. The implementation groups them as
 # :math:`(q_i + u)^\top k_j + (q_i + v)^\top W_R R_{i-j}`.
 import matplotlib.pyplot as plt
 import torch

@@ -166,6 +166,24 @@ def test_chinese_pages_are_in_chinese(site: Path) -> None:
     assert "位置编码" in body
 
 
+def test_no_english_prose_paragraph_on_chinese_pages(site: Path) -> None:
+    # A translation whose markup parses to another node type (a paragraph starting "(a) ..."
+    # becomes a list) is silently dropped by Sphinx, and the English shows on the Chinese page.
+    english = []
+    for page in sorted((site / "zh_CN").rglob("*.html")):
+        if {"_modules", "_static", "_sources"} & set(page.relative_to(site).parts):
+            continue
+        text = page.read_text(encoding="utf-8")
+        article = text[text.find("<article") : text.find("</article>")]
+        for paragraph in re.findall(r"<p>(.*?)</p>", article, re.DOTALL):
+            if re.fullmatch(r"\s*<code[^>]*>.*</code>\s*", paragraph, re.DOTALL):
+                continue  # run output (the claims ledger's measured values)
+            plain = re.sub(r"<[^>]+>", "", paragraph).strip()
+            if len(plain) > 50 and not re.search(r"[\u4e00-\u9fff]", plain):
+                english.append(f"{page.relative_to(site)}: {plain[:80]}")
+    assert english == []
+
+
 def test_chinese_search_index_is_segmented(site: Path) -> None:
     text = (site / "zh_CN" / "searchindex.js").read_text(encoding="utf-8")
     index = json.loads(text[text.index("(") + 1 : text.rindex(")")])

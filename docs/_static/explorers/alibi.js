@@ -87,14 +87,8 @@
         ctx.stroke();
       }
       kit.frame(ctx, right, labels.lines_title, labels.distance_axis, labels.bias_axis);
-      ctx.fillStyle = "#444";
-      ctx.font = "11px sans-serif";
-      ctx.textAlign = "right";
-      ctx.fillText("0", right.x - 4, right.y + 4);
-      ctx.fillText(Number(floor.toPrecision(3)).toString(), right.x - 4, right.y + right.h + 4);
-      ctx.textAlign = "center";
-      ctx.fillText("0", right.x, right.y + right.h + 14);
-      ctx.fillText(String(seq - 1), right.x + right.w, right.y + right.h + 14);
+      kit.ticks(ctx, right, [[0, "0"], [1, String(seq - 1)]],
+        [[0, "0"], [1, Number(floor.toPrecision(3)).toString()]]);
     });
 
     for (const input of [heads, head, length]) input.addEventListener("input", draw);

@@ -65,6 +65,16 @@
     ctx.strokeRect(box.x, box.y, box.w, box.h);
   }
 
+  // Tick labels: xTicks/yTicks are [fraction of the axis, text] pairs (y fraction 0 = top).
+  function ticks(ctx, box, xTicks, yTicks) {
+    ctx.fillStyle = "#444";
+    ctx.font = "11px sans-serif";
+    ctx.textAlign = "center";
+    for (const [fx, text] of xTicks) ctx.fillText(text, box.x + fx * box.w, box.y + box.h + 14);
+    ctx.textAlign = "right";
+    for (const [fy, text] of yTicks) ctx.fillText(text, box.x - 4, box.y + fy * box.h + 4);
+  }
+
   // A viridis-like ramp for t in [0, 1].
   function viridis(t) {
     const stops = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]];
@@ -115,5 +125,5 @@
     });
   }
 
-  window.posencExplorerKit = { range, select, control, canvas, frame, viridis, image, punctuation, timed, register };
+  window.posencExplorerKit = { range, select, control, canvas, frame, ticks, viridis, image, punctuation, timed, register };
 })();

@@ -70,18 +70,12 @@
     return white.map((w, c) => Math.round(w + (end[c] - w) * a));
   }
 
+  // Three ticks per axis: both ends and the middle.
   function ticks(ctx, box, xMax, yMin, yMax) {
-    ctx.fillStyle = "#444";
-    ctx.font = "11px sans-serif";
-    ctx.textAlign = "center";
-    for (const f of [0, 0.5, 1]) {
-      ctx.fillText(String(Math.round(f * xMax)), box.x + f * box.w, box.y + box.h + 14);
-    }
-    ctx.textAlign = "right";
-    for (const f of [0, 0.5, 1]) {
-      const v = yMax - f * (yMax - yMin);
-      ctx.fillText(Number(v.toPrecision(3)).toString(), box.x - 4, box.y + f * box.h + 4);
-    }
+    const at = [0, 0.5, 1];
+    kit.ticks(ctx, box,
+      at.map((f) => [f, String(Math.round(f * xMax))]),
+      at.map((f) => [f, Number((yMax - f * (yMax - yMin)).toPrecision(3)).toString()]));
   }
 
   function curve(ctx, box, ys, yMin, yMax, colourName) {

@@ -45,15 +45,6 @@
 
   const kit = window.posencExplorerKit;
 
-  function ticks(ctx, box, xTicks, yTicks) {
-    ctx.fillStyle = "#444";
-    ctx.font = "11px sans-serif";
-    ctx.textAlign = "center";
-    for (const [fx, text] of xTicks) ctx.fillText(text, box.x + fx * box.w, box.y + box.h + 14);
-    ctx.textAlign = "right";
-    for (const [fy, text] of yTicks) ctx.fillText(text, box.x - 4, box.y + fy * box.h + 4);
-  }
-
   function mount(root, labels) {
     const controls = document.createElement("div");
     controls.className = "posenc-explorer-controls";
@@ -104,10 +95,10 @@
       });
       ctx.stroke();
       kit.frame(ctx, left, labels.curve_title, labels.distance_axis, labels.bucket_axis);
-      ticks(ctx, left, [[0, String(-span)], [0.5, "0"], [1, String(span)]], [[0, String(buckets - 1)], [1, "0"]]);
+      kit.ticks(ctx, left, [[0, String(-span)], [0.5, "0"], [1, String(span)]], [[0, String(buckets - 1)], [1, "0"]]);
       kit.image(ctx, right, seq, seq, (i, j) => kit.viridis(bucket(j - i, bidirectional, buckets, distance) / (buckets - 1)));
       kit.frame(ctx, right, labels.matrix_title, labels.key_axis, labels.query_axis);
-      ticks(ctx, right, [[0, "0"], [1, String(seq - 1)]], [[0, "0"], [1, String(seq - 1)]]);
+      kit.ticks(ctx, right, [[0, "0"], [1, String(seq - 1)]], [[0, "0"], [1, String(seq - 1)]]);
     });
 
     for (const input of [numBuckets, maxDistance, length]) input.addEventListener("input", draw);
