@@ -86,6 +86,8 @@ html_theme_options = {
     "secondary_sidebar_items": ["page-toc", "sourcelink"],
     "show_toc_level": 2,
     "navigation_with_keys": False,
+    # All parts in the top bar, no "More" menu.
+    "header_links_before_dropdown": 8,
 }
 html_context = {"default_mode": "light"}
 html_last_updated_fmt = None
@@ -122,7 +124,10 @@ intersphinx_mapping = {
 # -- sphinx-gallery ------------------------------------------------------------------
 sphinx_gallery_conf = {
     "examples_dirs": str(ROOT / "examples"),
-    "gallery_dirs": "auto_examples",
+    "gallery_dirs": posenc_docs.GALLERY_DIR,
+    # One overview page; the parts' index pages (docs/<part>/index.md) place the examples in the
+    # navigation, and posenc_docs removes the overview's own toctrees.
+    "nested_sections": False,
     "filename_pattern": r"/plot_",
     "within_subsection_order": "FileNameSortKey",
     "reset_modules": ("matplotlib", "posenc_docs.reset_matplotlib"),

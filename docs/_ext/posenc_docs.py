@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import posixpath
+import re
 import shutil
 import warnings
 import zlib
@@ -201,7 +202,24 @@ def _chinese_search_fix(app: Any) -> None:
         app.add_js_file("posenc-zh-search.js")
 
 
+# A toctree block of the generated gallery overview: the directive, then its indented or blank lines.
+GALLERY_DIR = "auto_examples"
+_TOCTREE = re.compile(r"^\.\. toctree::\n(?:[ \t]+\S.*\n|[ \t]*\n)*", re.MULTILINE)
+
+
+def _gallery_overview_without_toctree(app: Any, docname: str, source: list[str]) -> None:
+    """Drop the toctrees sphinx-gallery writes into its overview page.
+
+    The site's navigation follows the parts (docs/<part>/index.md lists each part's examples and
+    notebook pages in reading order); the gallery overview stays one entry with its thumbnails,
+    which link to the examples without making it their parent in the navigation.
+    """
+    if docname == f"{GALLERY_DIR}/index":
+        source[0] = _TOCTREE.sub("", source[0])
+
+
 def setup(app: Any) -> dict[str, Any]:
+    app.connect("source-read", _gallery_overview_without_toctree)
     app.connect("html-page-context", _other_language_links)
     app.connect("builder-inited", _chinese_search_fix)
     app.connect("env-get-outdated", _ui_catalogue_changed)

@@ -31,7 +31,8 @@ def _build(
     examples.mkdir()
     (examples / "README.rst").write_text("Gallery\n=======\n")
     (examples / "plot_case.py").write_text(textwrap.dedent(example))
-    pages = "   auto_examples/index\n" + ("   notebook\n" if notebook else "")
+    # The site places examples through its parts' index pages, not the gallery overview.
+    pages = "   auto_examples/plot_case\n   auto_examples/index\n" + ("   notebook\n" if notebook else "")
     (src / "index.rst").write_text("Test\n====\n\n.. toctree::\n\n" + pages)
     if notebook:
         (src / "notebook.md").write_text(textwrap.dedent(notebook).lstrip())
