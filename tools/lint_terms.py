@@ -69,7 +69,9 @@ TERMS: list[tuple[str, str]] = [
     (r"attention bias(es)?", "注意力偏置"),
     (r"attention scores?", "注意力分数"),
     (r"pair index", "配对下标"),
-    (r"geometric(ally)?", "等比"),
+    # "geometric progression", "geometrically spaced"; not "geometrically, ..." (seen as geometry)
+    # nor "geometric mean" (几何平均).
+    (r"geometric(?!ally,| mean)(ally)?", "等比"),
     (r"\b(clamp)(s|ed|ing)?\b|clipped (relative )?distance", "截断"),
     (r"sanity check", "基本检查"),
     (r"extrapolat\w*", "外推"),

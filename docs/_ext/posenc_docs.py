@@ -218,8 +218,29 @@ def _gallery_overview_without_toctree(app: Any, docname: str, source: list[str])
         source[0] = _TOCTREE.sub("", source[0])
 
 
+def _navigation_changed(app: Any, env: Any) -> list[str]:
+    """Rewrite every page when the navigation changed, not only the pages that were re-read.
+
+    Sphinx writes a page again when its source changed, but a page's sidebar and its previous /
+    next links also depend on the toctrees of other pages: adding an example to a part leaves its
+    neighbours pointing past it until they are rewritten. The navigation (toctrees and the
+    previous / parent / next relations) is kept in the environment; when it differs from the
+    last build's (or is not known yet), every page is rewritten (a few seconds), otherwise none.
+    """
+    navigation = (
+        {doc: list(children) for doc, children in sorted(env.toctree_includes.items())},
+        env.collect_relations(),
+    )
+    previous = getattr(env, "posenc_navigation", None)
+    env.posenc_navigation = navigation
+    if previous == navigation:
+        return []
+    return sorted(env.found_docs)
+
+
 def setup(app: Any) -> dict[str, Any]:
     app.connect("source-read", _gallery_overview_without_toctree)
+    app.connect("env-updated", _navigation_changed)
     app.connect("html-page-context", _other_language_links)
     app.connect("builder-inited", _chinese_search_fix)
     app.connect("env-get-outdated", _ui_catalogue_changed)
