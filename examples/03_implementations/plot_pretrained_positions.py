@@ -22,6 +22,7 @@ it — and measure what happens to its sentence embeddings before any fine-tunin
 import importlib.resources
 
 import matplotlib.pyplot as plt
+from matplotlib.ticker import MaxNLocator
 import torch
 from torch.nn.functional import cosine_similarity, normalize
 from transformers import AutoTokenizer, BertModel
@@ -150,10 +151,11 @@ ax_kept.set_xlim(0, 1.05)
 ax_kept.invert_yaxis()
 ax_kept.set_xlabel("cosine to the original embedding")
 ax_kept.set_title("How much each embedding moves")
-ax_kept.legend(loc="lower left")
+fig.legend(*ax_kept.get_legend_handles_labels(), loc="outside lower left", ncol=2)
 ax_order.barh(names, [results[n]["order"] for n in names], color="C2")
 ax_order.invert_yaxis()
 ax_order.set_yticks(range(len(names)), [])
+ax_order.xaxis.set_major_locator(MaxNLocator(3))
 ax_order.set_xlabel("1 - cosine(sentence, reordered words)")
 ax_order.set_title("Order signal")
 fig.suptitle("MiniLM with its positions changed, before any fine-tuning")
