@@ -508,6 +508,15 @@ class RotaryEmbedding(nn.Module):
             self.cos_cached.copy_(cos)
             self.sin_cached.copy_(sin)
 
+    def _apply(self, fn: Any, recurse: bool = True) -> "RotaryEmbedding":
+        dtype = self.cos_cached.dtype
+        super()._apply(fn, recurse)
+        # .double(), .half(), .to(dtype): a cast cache would keep the old dtype's rounding (a
+        # float64 model with float32-accurate angles); recompute it, rounded once to the new dtype.
+        if self.cos_cached.dtype != dtype and self.cos_cached.device.type != "meta":
+            self.reset_parameters()
+        return self
+
     @property
     def rotary_dim(self) -> int:
         """Number of channels that rotate (``dim`` unless ``partial_rotary_factor`` is set)."""

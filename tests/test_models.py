@@ -8,7 +8,16 @@ import pytest
 import torch
 
 from posenc.alibi import alibi_bias
-from posenc.models import POSITIONS, CausalLM, EncoderClassifier, Transformer, TransformerConfig
+from posenc.models import (
+    POSITIONS,
+    CausalLM,
+    EncoderClassifier,
+    KVCache,
+    Transformer,
+    TransformerConfig,
+    next_token_loss,
+    train,
+)
 from posenc.relative import relative_position_indices
 from posenc.sinusoidal import sinusoidal_table
 
@@ -103,7 +112,9 @@ def first_layer_logits(model: Transformer, x: torch.Tensor) -> torch.Tensor:
     if model.absolute is not None:
         hidden = model.absolute(hidden)
     block = model.blocks[0]
-    return block.attn.scores(block.norm1(hidden), model._attention_context(x.shape[1], hidden))[0]
+    positions = torch.arange(x.shape[1])[None]
+    context = model._attention_context(x, hidden, positions, positions, None, False)
+    return block.attn.scores(block.norm1(hidden), context)[0]
 
 
 def qkv(model: Transformer, x: torch.Tensor):
@@ -127,7 +138,7 @@ def test_xl_logits_match_the_formula(causal):
             expected = ((q[:, i] + attn.xl_content_bias) * k[:, j]).sum(-1) + ((q[:, i] + attn.xl_position_bias) * r).sum(-1)
             torch.testing.assert_close(logits[:, i, j], expected / math.sqrt(DIM // HEADS))
     if causal:
-        assert torch.isneginf(logits.triu(1)[logits.triu(1) != 0]).all()
+        assert (logits.triu(1)[logits.triu(1) != 0] == torch.finfo(logits.dtype).min).all()
 
 
 def test_shaw_and_alibi_logits_match_the_formula():
@@ -142,7 +153,7 @@ def test_shaw_and_alibi_logits_match_the_formula():
     model = perturbed(Transformer(config("alibi", causal=True)))
     attn, q, k = qkv(model, x)
     expected = q @ k.transpose(-1, -2) / math.sqrt(DIM // HEADS) + alibi_bias(HEADS, SEQ, dtype=torch.float64)
-    expected = expected.masked_fill(torch.ones(SEQ, SEQ, dtype=torch.bool).triu(1), float("-inf"))
+    expected = expected.masked_fill(torch.ones(SEQ, SEQ, dtype=torch.bool).triu(1), torch.finfo(expected.dtype).min)
     torch.testing.assert_close(first_layer_logits(model, x)[0], expected)
 
 
@@ -235,3 +246,155 @@ def test_bad_model_arguments():
         model(torch.zeros(2, 3))
     with pytest.raises(ValueError, match="tokens must be 2-D"):
         model(torch.zeros(3, dtype=torch.long))
+
+
+# --- Positions, padding and the KV cache: what real models do, for every encoding --------------
+
+
+def lm(position: str) -> CausalLM:
+    return perturbed(CausalLM(config(position, causal=True)))
+
+
+@pytest.mark.parametrize("position", POSITIONS)
+def test_cached_decoding_equals_the_full_pass(position):
+    model, x = lm(position), tokens(batch=2, seq=9, seed=3)
+    full = model(x)
+    cache = KVCache()
+    one_by_one = torch.cat([model(x[:, t : t + 1], cache=cache) for t in range(x.shape[1])], dim=1)
+    torch.testing.assert_close(one_by_one, full, rtol=0, atol=1e-10)
+    assert len(cache) == x.shape[1]
+    cache = KVCache()
+    chunks = torch.cat([model(x[:, :4], cache=cache), model(x[:, 4:6], cache=cache), model(x[:, 6:], cache=cache)], 1)
+    torch.testing.assert_close(chunks, full, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("position", POSITIONS)
+@pytest.mark.parametrize("causal", [True, False])
+def test_a_left_padded_batch_equals_its_sequences_alone(position, causal):
+    model = perturbed(Transformer(config(position, causal=causal)))
+    short, long = tokens(batch=1, seq=4, seed=4), tokens(batch=1, seq=7, seed=5)
+    pad = 3
+    batch = torch.cat([torch.cat([torch.zeros(1, pad, dtype=torch.long), short], 1), long])
+    mask = torch.ones_like(batch)
+    mask[0, :pad] = 0
+    out = model(batch, attention_mask=mask)
+    torch.testing.assert_close(out[0, pad:], model(short)[0], rtol=0, atol=1e-10)
+    torch.testing.assert_close(out[1], model(long)[0], rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("position", POSITIONS)
+def test_left_padded_decoding_with_a_cache_equals_the_sequence_alone(position):
+    model = lm(position)
+    short = tokens(batch=1, seq=6, seed=6)
+    pad = 2
+    padded = torch.cat([torch.zeros(1, pad, dtype=torch.long), short], 1)
+    mask = torch.ones_like(padded)
+    mask[0, :pad] = 0
+    cache = KVCache()
+    steps = [model(padded[:, : pad + 3], attention_mask=mask[:, : pad + 3], cache=cache)[:, pad:]]
+    for t in range(pad + 3, padded.shape[1]):
+        steps.append(model(padded[:, t : t + 1], attention_mask=mask[:, : t + 1], cache=cache))
+    torch.testing.assert_close(torch.cat(steps, 1), model(short), rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("position", POSITIONS)
+def test_explicit_default_positions_change_nothing(position):
+    model, x = lm(position), tokens(batch=2, seq=7)
+    positions = torch.arange(7)[None].expand(2, -1)
+    torch.testing.assert_close(model(x, position_ids=positions), model(x), rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("position", ["sinusoidal", "learned", "rope"])
+def test_shifted_positions_change_absolute_and_rotary_outputs_only_as_they_should(position):
+    model, x = lm(position), tokens(batch=1, seq=5)
+    shifted = model(x, position_ids=torch.arange(3, 8)[None])
+    if position == "rope":  # relative: a common shift changes nothing
+        torch.testing.assert_close(shifted, model(x), rtol=0, atol=1e-9)
+    else:
+        assert (shifted - model(x)).abs().amax() > 1e-3
+
+
+def test_padded_mean_pooling_ignores_padding():
+    model = perturbed(EncoderClassifier(config("sinusoidal"), num_classes=3))
+    short = tokens(batch=1, seq=4, seed=7)
+    padded = torch.cat([torch.zeros(1, 2, dtype=torch.long), short], 1)
+    mask = torch.tensor([[0, 0, 1, 1, 1, 1]])
+    torch.testing.assert_close(model(padded, attention_mask=mask), model(short), rtol=0, atol=1e-10)
+
+
+def test_bad_positions_masks_and_caches():
+    model = CausalLM(config("learned", causal=True))
+    x = tokens(batch=2, seq=5)
+    with pytest.raises(ValueError, match=r"position_ids must have shape \(batch, seq\)"):
+        model(x, position_ids=torch.arange(4)[None])
+    with pytest.raises(TypeError, match="position_ids"):
+        model(x, position_ids=torch.zeros(2, 5))
+    with pytest.raises(ValueError, match=r"attention_mask must have shape \(batch, cached \+ seq\) = \(2, 5\)"):
+        model(x, attention_mask=torch.ones(2, 4, dtype=torch.long))
+    with pytest.raises(TypeError, match="attention_mask must be an integer or bool"):
+        model(x, attention_mask=torch.ones(2, 5))
+    with pytest.raises(ValueError, match="past the learned table"):
+        model(x, position_ids=torch.arange(30, 35)[None])
+    with pytest.raises(TypeError, match="cache must be a posenc.models.KVCache"):
+        model(x, cache={})
+    with pytest.raises(ValueError, match="needs a causal model"):
+        Transformer(config("rope"))(x, cache=KVCache())
+    cache = KVCache()
+    model(x, cache=cache)
+    with pytest.raises(ValueError, match="the cache holds a batch of 2"):
+        model(tokens(batch=3, seq=1), cache=cache)
+
+
+# --- The training helper ---------------------------------------------------------------------
+
+
+def copy_task_batch(generator: torch.Generator) -> torch.Tensor:
+    """Sequences whose second half repeats the first: learnable only by attending back."""
+    half = torch.randint(1, VOCAB, (16, 6), generator=generator)
+    return torch.cat([half, half], dim=1)
+
+
+def test_train_is_repeatable_and_learns():
+    def run(seed):
+        torch.manual_seed(0)
+        model = CausalLM(config("rope", causal=True, dropout=0.1))
+        return model, train(model, next_token_loss, copy_task_batch, steps=60, lr=3e-3, seed=seed, warmup=5)
+
+    model, log = run(seed=1)
+    _, again = run(seed=1)
+    _, other = run(seed=2)
+    assert log.losses == again.losses  # same seed, same bits
+    assert log.losses != other.losses
+    assert len(log.losses) == 60 and log.seconds > 0
+    assert sum(log.losses[-10:]) / 10 < sum(log.losses[:10]) / 10 - 0.3  # it learns
+    assert not model.training
+    assert torch.get_num_threads() >= 1
+
+
+def test_next_token_loss_is_cross_entropy_of_the_shifted_tokens():
+    model = lm("alibi")
+    x = tokens(batch=2, seq=6)
+    logits = model(x[:, :-1])
+    expected = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), x[:, 1:].reshape(-1))
+    torch.testing.assert_close(next_token_loss(model, x), expected)
+    with pytest.raises(ValueError, match="at least 2 positions"):
+        next_token_loss(model, x[:, :1])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"steps": 0}, ValueError, "steps"),
+        ({"lr": 0.0}, ValueError, "lr"),
+        ({"weight_decay": -1.0}, ValueError, "weight_decay"),
+        ({"max_grad_norm": 0.0}, ValueError, "max_grad_norm"),
+        ({"warmup": -1}, ValueError, "warmup"),
+        ({"threads": 0}, ValueError, "threads"),
+        ({"seed": 1.5}, TypeError, "seed"),
+    ],
+)
+def test_train_rejects_bad_arguments(kwargs, error, match):
+    model = CausalLM(config("none", causal=True))
+    options = {"steps": 1, **kwargs}
+    with pytest.raises(error, match=match):
+        train(model, next_token_loss, copy_task_batch, **options)

@@ -336,11 +336,14 @@ def test_module_buffers_follow_to_and_stay_out_of_state_dict() -> None:
     assert module.state_dict() == {}
     module = module.to(torch.float64)
     assert module.cos_cached.dtype == torch.float64
-    assert torch.equal(module.cos_cached, rope_cos_sin(16, 8, dtype=torch.float32)[0].double())
+    # Recomputed at the new dtype, not the float32 values cast (which would differ by ~1e-8).
+    assert torch.equal(module.cos_cached, rope_cos_sin(16, 8, dtype=torch.float64)[0])
     q, k = _qk(seq=20, dim=8, dtype=torch.float64)
     module(q, k)  # growth recomputes in the module's current dtype
     assert module.cos_cached.dtype == torch.float64
     assert torch.equal(module.sin_cached[:20], rope_cos_sin(20, 8, dtype=torch.float64)[1])
+    length = module.sin_cached.shape[0]
+    assert torch.equal(module.half().sin_cached, rope_cos_sin(length, 8, dtype=torch.float16)[1])
 
 
 @pytest.mark.parametrize("dtype", ALL_FLOATS)
