@@ -759,11 +759,11 @@ def train(
 
     Parameters
     ----------
-    model : nn.Module
+    model : torch.nn.Module
         Model to train (its parameters are updated).
-    loss_fn : callable
+    loss_fn : collections.abc.Callable
         ``loss_fn(model, batch) -> scalar tensor``, e.g. :func:`next_token_loss`.
-    make_batch : callable
+    make_batch : collections.abc.Callable
         ``make_batch(generator) -> batch``.
     steps : int
         Number of optimiser steps.
