@@ -92,6 +92,12 @@ class TransformerConfig:
         Distance at which T5's logarithmic buckets end.
     rope_base : float
         RoPE base.
+    rope_scaling : dict, optional
+        Hugging Face ``rope_parameters`` for RoPE's long-context scaling (see
+        :func:`posenc.rope_inv_freq`); default none. To evaluate a trained model with another
+        scaling, replace its ``transformer.rope`` with a new :class:`posenc.RotaryEmbedding`.
+    rope_layout : str
+        ``"half"`` (GPT-NeoX, Hugging Face) or ``"interleaved"`` (Meta, GPT-J) pairs of RoPE.
     cope_max_pos : int, optional
         CoPE's number of positions (default ``max_len + 1``, enough never to clamp).
     """
@@ -110,6 +116,8 @@ class TransformerConfig:
     t5_num_buckets: int = 32
     t5_max_distance: int = 128
     rope_base: float = 10000.0
+    rope_scaling: dict | None = None
+    rope_layout: str = "half"
     cope_max_pos: int | None = None
 
     def __post_init__(self) -> None:
@@ -120,6 +128,9 @@ class TransformerConfig:
         check_probability("dropout", self.dropout)
         check_choice("position", self.position, POSITIONS)
         check_positive_float("rope_base", self.rope_base)
+        check_choice("rope_layout", self.rope_layout, ("half", "interleaved"))
+        if self.rope_scaling is not None and not isinstance(self.rope_scaling, dict):
+            raise TypeError(f"rope_scaling must be a dict or None, got {type(self.rope_scaling).__name__}")
         for name in ("causal", "shaw_values"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
@@ -449,7 +460,13 @@ class Transformer(nn.Module):
             )
         self.rope = None
         if position == "rope":
-            self.rope = RotaryEmbedding(config.head_dim, base=config.rope_base, max_len=config.max_len)
+            self.rope = RotaryEmbedding(
+                config.head_dim,
+                base=config.rope_base,
+                scaling=config.rope_scaling,
+                layout=config.rope_layout,
+                max_len=config.max_len,
+            )
         for block in self.blocks:
             block.attn.add_position(config)
 

@@ -398,3 +398,19 @@ def test_train_rejects_bad_arguments(kwargs, error, match):
     options = {"steps": 1, **kwargs}
     with pytest.raises(error, match=match):
         train(model, next_token_loss, copy_task_batch, **options)
+
+
+def test_rope_layout_and_scaling_reach_the_rotary_module():
+    model = Transformer(config("rope", rope_layout="interleaved", rope_scaling={"rope_type": "linear", "factor": 4.0}))
+    assert model.rope.layout == "interleaved"
+    plain = Transformer(config("rope"))
+    # Linear scaling: position 4p rotates like position p of the unscaled model.
+    q = torch.randn(1, 1, 1, DIM // HEADS)
+    scaled = model.rope(q, q, positions=torch.tensor([8]))[0]
+    unscaled = Transformer(config("rope", rope_layout="interleaved")).rope(q, q, positions=torch.tensor([2]))[0]
+    torch.testing.assert_close(scaled, unscaled)
+    assert plain.rope.layout == "half"
+    with pytest.raises(ValueError, match="rope_layout"):
+        config("rope", rope_layout="neox")
+    with pytest.raises(TypeError, match="rope_scaling must be a dict"):
+        config("rope", rope_scaling="linear")
