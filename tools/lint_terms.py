@@ -70,8 +70,8 @@ TERMS: list[tuple[str, str]] = [
     (r"attention scores?", "注意力分数"),
     (r"pair index", "配对下标"),
     # "geometric progression", "geometrically spaced"; not "geometrically, ..." (seen as geometry)
-    # nor "geometric mean" (几何平均).
-    (r"geometric(?!ally,| mean)(ally)?", "等比"),
+    # nor "geometric mean" (几何平均), nor the library PyTorch Geometric.
+    (r"(?<!PyTorch )geometric(?!ally,| mean)(ally)?", "等比"),
     (r"\b(clamp)(s|ed|ing)?\b|clipped (relative )?distance", "截断"),
     (r"sanity check", "基本检查"),
     (r"extrapolat\w*", "外推"),
@@ -102,6 +102,7 @@ _MASKS = [
     re.compile(r"https?://\S+"),
     re.compile(r"<[^>]+>"),  # HTML in theme strings, link targets
     re.compile(r"%\([a-z_]+\)s|\{[a-z_0-9]*\}"),  # format placeholders
+    re.compile(r"《[^》]*》"),  # a title quoted as published (科学空间 posts keep their own wording)
 ]
 _MATH_SOURCES = [
     re.compile(r":math:`([^`]*)`"),

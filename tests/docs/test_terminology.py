@@ -48,6 +48,9 @@ GOOD = [
     ("References", "参考文献"),
     ("j \\text{ even}", "j \\text{ 为偶数}"),
     ("A cache for positions ``0 … n``.", "缓存位置 ``0 … n`` 的值。"),
+    ("See Geometrically, the pair turns.", "从几何上看，这一对在转动。"),
+    ("The geometric mean.", "几何平均。"),
+    ("Su Jianlin's post on 2-D RoPE.", "苏剑林的《Transformer升级之路：4、二维位置的旋转式位置编码》。"),
 ]
 
 BAD = [
