@@ -48,6 +48,8 @@ GOOD = [
     ("References", "参考文献"),
     ("j \\text{ even}", "j \\text{ 为偶数}"),
     ("A cache for positions ``0 … n``.", "缓存位置 ``0 … n`` 的值。"),
+    # A title in book-title marks is quoted as published: no spacing or term rules inside.
+    ("See the post on RoPE.", "见旋转位置编码（RoPE）的博文《Transformer升级之路：2、博采众长的旋转式位置编码》。"),
 ]
 
 BAD = [
@@ -71,6 +73,7 @@ BAD = [
     ("A table (of rows).", "一张表(由行组成)。", "half-width parentheses"),
     ("Uses float64.", "使用float64计算。", "no space between Chinese and Latin"),
     ("Uses ``x``.", "使用\\ ``x``\\ 计算。", "no space between Chinese and Latin"),
+    ("Uses float64, see the post.", "使用float64计算，见《博文》。", "no space between Chinese and Latin"),
     ("A, B.", "甲， 乙。", "space beside full-width punctuation"),
     ("Ends here.", "到此结束", "ends with 。"),
     ("An *important* word.", "一个*重要*的词。", "italics"),
