@@ -50,7 +50,8 @@ GOOD = [
     ("A cache for positions ``0 … n``.", "缓存位置 ``0 … n`` 的值。"),
     ("See Geometrically, the pair turns.", "从几何上看，这一对在转动。"),
     ("The geometric mean.", "几何平均。"),
-    ("Su Jianlin's post on 2-D RoPE.", "苏剑林的《Transformer升级之路：4、二维位置的旋转式位置编码》。"),
+    # A title in book-title marks is quoted as published: no spacing or term rules inside.
+    ("See the post on RoPE.", "见旋转位置编码（RoPE）的博文《Transformer升级之路：2、博采众长的旋转式位置编码》。"),
 ]
 
 BAD = [
@@ -74,6 +75,7 @@ BAD = [
     ("A table (of rows).", "一张表(由行组成)。", "half-width parentheses"),
     ("Uses float64.", "使用float64计算。", "no space between Chinese and Latin"),
     ("Uses ``x``.", "使用\\ ``x``\\ 计算。", "no space between Chinese and Latin"),
+    ("Uses float64, see the post.", "使用float64计算，见《博文》。", "no space between Chinese and Latin"),
     ("A, B.", "甲， 乙。", "space beside full-width punctuation"),
     ("Ends here.", "到此结束", "ends with 。"),
     ("An *important* word.", "一个*重要*的词。", "italics"),
