@@ -143,7 +143,9 @@ sphinx_gallery_conf = {
     "download_all_examples": False,
     "first_notebook_cell": None,
     "doc_module": ("posenc",),
-    "backreferences_dir": None,
+    # One file per posenc name listing the examples that use it; the API reference shows them
+    # as a mini-gallery under each function and class (posenc_docs).
+    "backreferences_dir": "gen_modules/backreferences",
     "image_srcset": [],
     "promote_jupyter_magic": False,
 }

@@ -6,7 +6,9 @@ Loaded by ``conf.py`` both as a Sphinx extension (``setup``) and as a helper mod
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import posixpath
 import re
 import shutil
@@ -238,8 +240,49 @@ def _navigation_changed(app: Any, env: Any) -> list[str]:
     return sorted(env.found_docs)
 
 
+def _examples_using(app: Any, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
+    """End the API entry of a posenc function or class with links to the examples that use it.
+
+    sphinx-gallery records, per name, the examples whose code calls it
+    (``backreferences_dir``); its own mini-gallery would show English thumbnails on the Chinese
+    site, so the entry gets plain links to the pages instead, whose titles are translated.
+    """
+    if what not in ("function", "class") or not name.startswith("posenc"):
+        return
+    index = Path(app.srcdir) / app.config.sphinx_gallery_conf["backreferences_dir"] / "backreferences_all.json"
+    if not index.exists():
+        return
+    users = json.loads(index.read_text(encoding="utf-8")).get(name, [])
+    pages = sorted(
+        {"/" + Path(os.path.relpath(gallery_dir, app.srcdir), Path(file).stem).as_posix()
+         for file, _, gallery_dir, *_ in users}
+    )
+    if pages:
+        lines += ["", ".. rubric:: Examples using this", ""] + [f"* :doc:`{page}`" for page in pages] + [""]
+
+
+def _api_pages_when_examples_changed(app: Any, env: Any, added: set, changed: set, removed: set) -> list[str]:
+    """Re-read the API pages when the examples' use of posenc names changed.
+
+    Their "Examples using this" links come from sphinx-gallery's backreferences, which change
+    with the examples while the API pages' own sources do not.
+    """
+    index = Path(app.srcdir) / app.config.sphinx_gallery_conf["backreferences_dir"] / "backreferences_all.json"
+    digest = zlib.crc32(index.read_bytes()) if index.exists() else None
+    previous = getattr(env, "posenc_backreferences", None)
+    env.posenc_backreferences = digest
+    if previous == digest:
+        return []
+    return sorted(
+        doc for doc in env.found_docs
+        if ".. automodule:: posenc" in Path(env.doc2path(doc)).read_text(encoding="utf-8")
+    )
+
+
 def setup(app: Any) -> dict[str, Any]:
     app.connect("source-read", _gallery_overview_without_toctree)
+    app.connect("autodoc-process-docstring", _examples_using)
+    app.connect("env-get-outdated", _api_pages_when_examples_changed)
     app.connect("env-updated", _navigation_changed)
     app.connect("html-page-context", _other_language_links)
     app.connect("builder-inited", _chinese_search_fix)

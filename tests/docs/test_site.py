@@ -242,3 +242,12 @@ def test_api_references_heading_is_the_glossary_term(site: Path) -> None:
     text = (site / "zh_CN" / "api" / "index.html").read_text(encoding="utf-8")
     rubrics = re.findall(r'class="rubric">([^<]*)<', text)
     assert "参考文献" in rubrics and "引用" not in rubrics, sorted(set(rubrics))
+
+
+@pytest.mark.parametrize(("lang", "heading"), [("en", "Examples using this"), ("zh_CN", "用到它的示例")])
+def test_api_entries_link_the_examples_that_use_them(site: Path, lang: str, heading: str) -> None:
+    page = (site / lang / "api" / "index.html").read_text(encoding="utf-8")
+    entry = page[page.index('id="posenc.sinusoidal_table"'):]
+    entry = entry[: entry.index('<dl class="py')]  # up to the next API entry
+    assert heading in entry
+    assert 'href="../auto_examples/01_foundations/plot_sinusoidal_formula.html"' in entry
