@@ -40,6 +40,7 @@ extensions = [
     "posenc_figures",
     "posenc_explorers",
     "posenc_ledger",
+    "posenc_conventions",
 ]
 
 root_doc = "index"

@@ -70,6 +70,13 @@ def test_pyg_flips_signs_at_random_on_every_call():
     assert torch.equal(laplacian_pe(edge_index, 10, 3), laplacian_pe(edge_index, 10, 3))
 
 
+@pytest.mark.reference_doc
+def test_pyg_encodings_are_float32():
+    edge_index = random_connected_graph(12, 6, 0)
+    assert pyg_laplacian(edge_index, 12, 3).dtype == torch.float32
+    assert pyg_random_walk(edge_index, 12, 4).dtype == torch.float32
+
+
 def pyg_random_walk(edge_index: torch.Tensor, n: int, walk_length: int) -> torch.Tensor:
     data = pyg_data.Data(edge_index=edge_index, num_nodes=n)
     return pyg_transforms.AddRandomWalkPE(walk_length)(data).random_walk_pe

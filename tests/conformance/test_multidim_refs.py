@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import math
 import sys
 import types
 from pathlib import Path
@@ -45,6 +46,25 @@ def test_positional_encodings_is_float32_inside():
     exact = sinusoidal_nd((400,), 64, dtype=torch.float64)
     error = (ref - exact).abs().max().item()
     assert 1e-7 < error < 1e-3
+
+
+@pytest.mark.reference_doc
+def test_positional_encodings_2d_is_one_interleaved_block_per_axis():
+    # 2 * ceil(dim / 4) channels per axis, the first axis first, each block sin, cos, sin, ...
+    # with the frequencies of its own width; the result is cut to dim channels.
+    h, w, dim = 3, 5, 10
+    ref = _pe_module(2, dim)(torch.zeros(1, h, w, dim))[0].double()
+    block = 2 * math.ceil(dim / 4)
+    omega = 10000.0 ** (-torch.arange(0, block, 2, dtype=torch.float64) / block)
+
+    def interleaved(size):
+        angles = torch.arange(size, dtype=torch.float64)[:, None] * omega
+        return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2)
+
+    expected = torch.cat(
+        [interleaved(h)[:, None].expand(h, w, block), interleaved(w)[None].expand(h, w, block)], dim=-1
+    )[..., :dim]
+    torch.testing.assert_close(ref, expected, rtol=0, atol=1e-5)
 
 
 # ---------------------------------------------------------------- MAE util/pos_embed.py
@@ -115,6 +135,23 @@ def test_mae_half_named_grid_h_encodes_the_column():
     assert torch.equal(timm_style[:, 0, :2], timm_style[:, 1, :2])
 
 
+def _row_col_angles(h: int, w: int, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Row and column angles of a row-major h x w grid, dim/4 frequencies 10000**(-i/(dim/4))."""
+    omega = 10000.0 ** (-torch.arange(dim // 4, dtype=torch.float64) / (dim // 4))
+    rows = torch.arange(h, dtype=torch.float64).repeat_interleave(w)[:, None] * omega
+    cols = torch.arange(w, dtype=torch.float64).repeat(h)[:, None] * omega
+    return rows, cols
+
+
+@pytest.mark.reference_doc
+def test_mae_blocks_are_sin_col_cos_col_sin_row_cos_row():
+    rows, cols = _row_col_angles(3, 5, 16)
+    ref = torch.from_numpy(mae_get_2d_sincos_pos_embed(16, (3, 5)))
+    assert ref.dtype == torch.float64
+    expected = torch.cat([cols.sin(), cols.cos(), rows.sin(), rows.cos()], dim=1)
+    torch.testing.assert_close(ref, expected, rtol=0, atol=1e-12)
+
+
 # ---------------------------------------------------------------- timm layers/pos_embed_sincos.py
 
 
@@ -148,6 +185,16 @@ def test_sinusoidal_2d_timm_equals_timm(grid, dim):
     ref = timm_sincos.build_sincos2d_pos_embed(list(grid), dim=dim)  # defaults otherwise
     assert ref.dtype == torch.float32
     torch.testing.assert_close(sinusoidal_2d(*grid, dim, style="timm", dtype=torch.float32), ref, rtol=0, atol=1e-5)
+
+
+@pytest.mark.reference_doc
+@pytest.mark.parametrize("grid", [(3, 5), (4, 4)], ids=str)
+def test_timm_sincos2d_blocks_are_sin_row_sin_col_cos_row_cos_col(grid):
+    timm_sincos = _timm_pos_embed_sincos()
+    rows, cols = _row_col_angles(*grid, 16)
+    ref = timm_sincos.build_sincos2d_pos_embed(list(grid), dim=16)
+    expected = torch.cat([rows.sin(), cols.sin(), rows.cos(), cols.cos()], dim=1)
+    torch.testing.assert_close(ref.double(), expected, rtol=0, atol=1e-6)
 
 
 @pytest.mark.parametrize("layout", ["half", "interleaved"])

@@ -137,6 +137,26 @@ def test_llama3_scaling_equals_meta_apply_scaling() -> None:
     torch.testing.assert_close(got_q, ref_q, rtol=0, atol=2e-5)
 
 
+@pytest.mark.reference_doc
+def test_meta_rotation_is_float32_for_float64_inputs() -> None:
+    # apply_rotary_emb rotates xq.float() by the complex64 freqs_cis and casts back (type_as).
+    torch.manual_seed(8)
+    dim, seq = 64, 2048
+    freqs_cis = meta_precompute_freqs_cis(dim, seq)
+    assert freqs_cis.dtype == torch.complex64
+    xq = torch.randn(1, seq, 1, dim, dtype=torch.float64)
+    out, _ = meta_apply_rotary_emb(xq, xq, freqs_cis)
+    assert out.dtype == torch.float64
+    # The same rotation in float64: pairs (2i, 2i+1) as complex numbers, angle p * theta**(-2i/d).
+    angles = torch.arange(seq, dtype=torch.float64)[:, None] * 10000.0 ** (
+        -torch.arange(0, dim, 2, dtype=torch.float64) / dim
+    )
+    pairs = torch.view_as_complex(xq.reshape(1, seq, 1, dim // 2, 2))
+    exact = torch.view_as_real(pairs * torch.polar(torch.ones_like(angles), angles)[None, :, None]).flatten(3)
+    error = (out - exact).abs().max().item()
+    assert 1e-9 < error < 1e-2
+
+
 # ---------------------------------------------------------------------------------------------
 # Hugging Face conversion script: Meta weights -> half layout
 # ---------------------------------------------------------------------------------------------

@@ -300,6 +300,23 @@ def test_apply_rope_equals_llama_apply_rotary_pos_emb(dtype: torch.dtype) -> Non
     torch.testing.assert_close(ours_k, ref_k, rtol=2 * eps, atol=8 * eps)
 
 
+@pytest.mark.reference_doc
+def test_llama_rotary_embedding_angles_stay_float32_in_a_float64_model() -> None:
+    # forward() casts inv_freq and the positions to float32 before multiplying them, then casts
+    # cos/sin to the input's dtype: a float64 model gets float64 tensors of float32 angles.
+    hf_rotary = modeling_llama.LlamaRotaryEmbedding(_hf_config({"rope_type": "default"}, HEAD_DIM, THETA, MAX_POS))
+    hf_rotary = hf_rotary.double()
+    assert hf_rotary.inv_freq.dtype == torch.float64
+    positions = torch.arange(MAX_POS, dtype=torch.float64)[None]
+    hf_cos, hf_sin = hf_rotary(torch.zeros(1, dtype=torch.float64), positions.long())
+    assert hf_cos.dtype == hf_sin.dtype == torch.float64
+    inv_freq = THETA ** (-torch.arange(0, HEAD_DIM, 2, dtype=torch.float64) / HEAD_DIM)
+    angles = torch.cat([positions[..., None] * inv_freq] * 2, dim=-1)
+    error = max((hf_cos - angles.cos()).abs().max().item(), (hf_sin - angles.sin()).abs().max().item())
+    # float32 angles: off by up to about |angle| * 2**-23, far above float64 rounding.
+    assert 1e-9 < error < 1.2e-7 * MAX_POS
+
+
 def test_module_equals_llama_rotary_embedding_and_apply() -> None:
     torch.manual_seed(1)
     params = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,

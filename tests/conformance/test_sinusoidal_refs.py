@@ -206,6 +206,23 @@ def test_marian_table_has_float32_precision_even_in_float64() -> None:
     assert 1e-10 < error < 2.0**-24
 
 
+@pytest.mark.reference_doc
+def test_marian_odd_dim_puts_cosines_one_column_later_than_its_docstring() -> None:
+    # create_weight's docstring: "The cos features are in the 2nd half of the vector. [dim // 2:]".
+    # With an odd dim the sines take ceil(dim/2) columns, so column dim // 2 is still a sine.
+    pytest.importorskip("transformers")
+    from transformers.models.marian.modeling_marian import MarianSinusoidalPositionalEmbedding
+
+    assert "[dim // 2:]" in MarianSinusoidalPositionalEmbedding.create_weight.__doc__
+    dim = 7
+    weight = MarianSinusoidalPositionalEmbedding(50, dim).create_weight().double()
+    positions = torch.arange(50, dtype=torch.float64)[:, None]
+    freqs = 10000.0 ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)  # ceil(dim/2) of them
+    torch.testing.assert_close(weight[:, : dim // 2 + 1], torch.sin(positions * freqs), rtol=0, atol=1e-6)
+    torch.testing.assert_close(weight[:, dim // 2 + 1 :], torch.cos(positions * freqs[:-1]), rtol=0, atol=1e-6)
+    assert (weight[:, dim // 2] - torch.cos(positions[:, 0] * freqs[0])).abs().max() > 0.5
+
+
 # ------------------------------------------------------------------------------- Transformer-XL
 
 
@@ -271,6 +288,18 @@ def test_x_transformers_scaled_sinusoidal_needs_even_dim() -> None:
     freqs = sinusoidal_frequencies(7)
     torch.testing.assert_close(odd[:, :4], torch.sin(positions * freqs), rtol=0, atol=1e-15)
     torch.testing.assert_close(odd[:, 4:], torch.cos(positions * freqs[:3]), rtol=0, atol=1e-15)
+
+
+@pytest.mark.reference_doc
+def test_x_transformers_scaled_sinusoidal_is_float32_whatever_the_input() -> None:
+    # The input gives only the length: the table comes from a float32 buffer.
+    pytest.importorskip("x_transformers")
+    from x_transformers.x_transformers import ScaledSinusoidalEmbedding
+
+    module = ScaledSinusoidalEmbedding(16)
+    for dtype in (torch.float64, torch.float16):
+        with torch.no_grad():
+            assert module(torch.zeros(1, 10, 16, dtype=dtype)).dtype == torch.float32
 
 
 # ------------------------------------------------------------------------------ positional-encodings
