@@ -187,8 +187,9 @@ def rope_report(config: Mapping[str, Any]) -> RopeReport:
         original = params.get("original_max_position_embeddings")
         if original is None:
             warnings.append(
-                f"no 'original_max_position_embeddings': {rope_type} falls back to "
-                f"max_position_embeddings ({target}) as the trained context, so nothing is extended"
+                f"no 'original_max_position_embeddings': {rope_type} takes max_position_embeddings "
+                f"({target}) as the trained context; the frequencies are still scaled by the factor, "
+                f"as if a model trained on {target} positions were extended {params.get('factor')}x beyond it"
             )
         elif target is not None and params.get("factor") is not None:
             ratio = target / original

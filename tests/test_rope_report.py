@@ -72,8 +72,10 @@ def test_missing_original_context_and_unknown_key() -> None:
     report = rope_report({**LLAMA_31, "rope_parameters": params})
     assert any("does not use" in w and "orignal_max_position_embeddings" in w for w in report.warnings)
     assert any("no 'original_max_position_embeddings'" in w for w in report.warnings)
-    # The fallback: trained on the target context, so nothing is extended.
+    # The fallback: the target context is taken as the trained one, and the factor still applies.
     assert report.original_context == report.target_context == 131072
+    assert any("still scaled by the factor" in w for w in report.warnings)
+    assert report.unchanged < report.pairs
 
 
 def test_dynamic_and_linear_read_max_position_embeddings_differently() -> None:
