@@ -11,7 +11,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 #: The parts that have pages, in the order of the top bar.
-PARTS = ("foundations", "properties", "implementations", "variants", "beyond_sequences", "troubleshooting",
+PARTS = ("foundations", "properties", "implementations", "variants", "comparisons", "beyond_sequences",
+         "troubleshooting",
          "reference")
 _TOCTREE = re.compile(r"```\{toctree\}\n(.*?)```", re.DOTALL)
 
@@ -56,7 +57,7 @@ def test_every_page_belongs_to_exactly_one_part() -> None:
 def test_examples_sit_in_the_gallery_folder_of_their_part() -> None:
     folders = {"foundations": "01_foundations", "properties": "02_properties",
                "implementations": "03_implementations", "variants": "04_variants",
-               "beyond_sequences": "06_beyond_sequences", "troubleshooting": "07_troubleshooting",
+               "comparisons": "05_comparisons", "beyond_sequences": "06_beyond_sequences", "troubleshooting": "07_troubleshooting",
                "reference": None}
     for part in PARTS:
         for entry in _toctree_entries(DOCS / part / "index.md"):
