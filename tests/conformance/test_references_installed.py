@@ -12,12 +12,14 @@ import os
 
 import pytest
 
-REFERENCES = ["transformers", "x_transformers", "rotary_embedding_torch", "positional_encodings", "timm", "torch_geometric", "scipy"]
+REFERENCES = ["transformers", "x_transformers", "rotary_embedding_torch", "positional_encodings", "timm", "torchtune", "torch_geometric", "scipy"]
 
 
 @pytest.mark.skipif(not os.environ.get("POSENC_REQUIRE_REFERENCES"), reason="set by `make test` only")
 @pytest.mark.parametrize("package", REFERENCES)
 def test_reference_package_is_installed(package: str) -> None:
     assert importlib.util.find_spec(package) is not None, f"{package} is not installed: run `make venv`"
-    if package != "timm":  # timm is read file by file (its torchvision import is unavailable)
+    # timm and torchtune are read file by file: timm's torchvision import is unavailable, and
+    # torchtune/__init__.py imports torchao and more, which the Makefile does not install (--no-deps).
+    if package not in ("timm", "torchtune"):
         importlib.import_module(package)

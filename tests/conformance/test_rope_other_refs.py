@@ -1,13 +1,18 @@
-"""posenc RoPE against rotary-embedding-torch, x-transformers, Meta's Llama reference code and the
-weight permutation of Hugging Face's Llama conversion script.
+"""posenc RoPE against rotary-embedding-torch, x-transformers, torchtune, Meta's Llama reference
+code and the weight permutation of Hugging Face's Llama conversion script.
 
 rotary-embedding-torch and x-transformers both use the interleaved layout (their ``rotate_half``
-pairs channels ``2i`` and ``2i+1``), as does Meta's complex-number implementation.
+pairs channels ``2i`` and ``2i+1``), as do Meta's complex-number implementation and torchtune's
+real-number transcription of it.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import math
+import sys
+import types
+from pathlib import Path
 
 import pytest
 import torch
@@ -287,3 +292,109 @@ def test_x_transformers_apply_uses_last_positions() -> None:
     ref = xt.apply_rotary_pos_emb(q, freqs)
     cos, sin = rope_cos_sin(torch.arange(40, 50), 32, layout="interleaved")
     torch.testing.assert_close(apply_rope(q, cos, sin, layout="interleaved"), ref, rtol=0, atol=2e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# torchtune
+# ---------------------------------------------------------------------------------------------
+
+
+def _torchtune_position_embeddings() -> types.ModuleType:
+    """torchtune's ``modules/position_embeddings.py``, loaded by file path.
+
+    ``import torchtune`` runs ``torchtune/__init__.py``, which imports torchao (and more) that the
+    Makefile does not install (``--no-deps``); this one file imports only torch, so it is executed
+    on its own, from the installed package, without running any ``__init__.py`` of torchtune.
+    """
+    name = "_posenc_torchtune_position_embeddings"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec("torchtune")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("torchtune is not installed")
+    path = Path(next(iter(spec.submodule_search_locations))) / "modules" / "position_embeddings.py"
+    file_spec = importlib.util.spec_from_file_location(name, path)
+    assert file_spec is not None and file_spec.loader is not None
+    module = importlib.util.module_from_spec(file_spec)
+    file_spec.loader.exec_module(module)
+    sys.modules[name] = module
+    return module
+
+
+@pytest.mark.parametrize(("dim", "base"), [(64, 10_000), (128, 500_000)])
+def test_interleaved_equals_torchtune_rope(dim: int, base: int) -> None:
+    tt = _torchtune_position_embeddings()
+    torch.manual_seed(9)
+    batch, seq, heads = 2, 50, 3
+    rope = tt.RotaryPositionalEmbeddings(dim, max_seq_len=128, base=base)
+    x = torch.randn(batch, seq, heads, dim)  # torchtune's layout, like Meta's
+    ref = rope(x)
+    assert ref.dtype == torch.float32
+    cos, sin = rope_cos_sin(seq, dim, base=base, layout="interleaved")
+    # posenc rotates (..., seq, dim): move heads before seq.
+    got = apply_rope(x.transpose(1, 2), cos, sin, layout="interleaved").transpose(1, 2)
+    torch.testing.assert_close(got, ref, rtol=0, atol=2e-5)
+    # and not the half layout
+    cos_h, sin_h = rope_cos_sin(seq, dim, base=base)
+    assert not torch.allclose(apply_rope(x.transpose(1, 2), cos_h, sin_h).transpose(1, 2), ref, atol=1e-2)
+
+
+def test_torchtune_input_pos_are_the_positions() -> None:
+    """``input_pos`` of shape ``(seq,)`` (cached decoding) or ``(batch, seq)`` (packed samples)
+    picks the rows of the cache: posenc's explicit positions."""
+    tt = _torchtune_position_embeddings()
+    torch.manual_seed(10)
+    dim, seq, heads = 32, 12, 2
+    rope = tt.RotaryPositionalEmbeddings(dim, max_seq_len=64)
+    x = torch.randn(2, seq, heads, dim)
+    # one row of positions for the whole batch: an offset, as in cached decoding
+    offset = torch.arange(30, 30 + seq)
+    ref = rope(x, input_pos=offset)
+    cos, sin = rope_cos_sin(offset, dim, layout="interleaved")
+    got = apply_rope(x.transpose(1, 2), cos, sin, layout="interleaved").transpose(1, 2)
+    torch.testing.assert_close(got, ref, rtol=0, atol=2e-5)
+    assert not torch.allclose(rope(x), ref, atol=1e-2)  # the offset matters
+    # positions per sample: two documents packed in the first sequence, an offset in the second
+    packed = torch.stack([torch.cat([torch.arange(5), torch.arange(seq - 5)]), torch.arange(7, 7 + seq)])
+    ref = rope(x, input_pos=packed)
+    cos, sin = rope_cos_sin(packed, dim, layout="interleaved")  # (batch, seq, dim)
+    got = apply_rope(x.transpose(1, 2), cos.unsqueeze(1), sin.unsqueeze(1), layout="interleaved").transpose(1, 2)
+    torch.testing.assert_close(got, ref, rtol=0, atol=2e-5)
+
+
+@pytest.mark.reference_doc
+def test_torchtune_rotation_is_float32_for_float64_inputs() -> None:
+    # forward rotates x.float() by the float32 cache and casts back (type_as).
+    tt = _torchtune_position_embeddings()
+    torch.manual_seed(11)
+    dim, seq = 64, 2048
+    rope = tt.RotaryPositionalEmbeddings(dim, max_seq_len=seq)
+    assert rope.cache.dtype == torch.float32
+    x = torch.randn(1, seq, 1, dim, dtype=torch.float64)
+    out = rope(x)
+    assert out.dtype == torch.float64
+    # bit for bit the float32 rotation, widened
+    assert torch.equal(out, rope(x.float()).double())
+    # so not the float64 rotation: pairs (2i, 2i+1) as complex numbers, angle p * base**(-2i/d)
+    angles = torch.arange(seq, dtype=torch.float64)[:, None] * 10000.0 ** (
+        -torch.arange(0, dim, 2, dtype=torch.float64) / dim
+    )
+    pairs = torch.view_as_complex(x.reshape(1, seq, 1, dim // 2, 2))
+    exact = torch.view_as_real(pairs * torch.polar(torch.ones_like(angles), angles)[None, :, None]).flatten(3)
+    error = (out - exact).abs().max().item()
+    assert 1e-9 < error < 1e-2
+
+
+@pytest.mark.reference_doc
+def test_torchtune_does_not_recompute_past_max_seq_len_as_its_docstring_says() -> None:
+    """The docstring of ``max_seq_len`` says: "if exceeded the cached freqs will be recomputed".
+    ``forward`` never rebuilds the cache: a longer sequence, or a position past it, raises."""
+    tt = _torchtune_position_embeddings()
+    assert "if exceeded the cached freqs will be recomputed" in " ".join(tt.RotaryPositionalEmbeddings.__doc__.split())
+    rope = tt.RotaryPositionalEmbeddings(16, max_seq_len=8)
+    with pytest.raises(RuntimeError):
+        rope(torch.randn(1, 9, 1, 16))
+    with pytest.raises(IndexError):
+        rope(torch.randn(1, 1, 1, 16), input_pos=torch.tensor([8]))
+    assert rope.cache.shape[0] == 8
+    rope(torch.randn(1, 8, 1, 16))  # up to max_seq_len it works
