@@ -52,8 +52,9 @@ def test_ledger_holds_every_recorded_claim(site: Path, lang: str, verdicts: set[
         assert TAG.sub("", measured) == html.escape(row["measured"], quote=False)
         assert verdict in verdicts
         if lang == "en":
-            # Sphinx's smart quotes turn ' into ’ and ... into … in page text.
+            # Sphinx's smart quotes turn ' into ’, "…" into “…” and ... into … in page text.
             plain = claim.replace("\u2019", "'").replace("\u2026", "...")
+            plain = plain.replace("\u201c", '"').replace("\u201d", '"')
             assert plain == html.escape(row["claim"], quote=False)
         else:
             assert re.search(r"[\u4e00-\u9fff]", claim), claim  # translated
