@@ -23,6 +23,8 @@ def _toctree_entries(page: Path) -> list[str]:
     for block in _TOCTREE.findall(page.read_text(encoding="utf-8")):
         for line in block.splitlines():
             line = line.strip()
+            if line.endswith(">") and "<" in line:  # "Title <doc>": an explicit title
+                line = line[line.rindex("<") + 1 : -1]
             if line and not line.startswith(":"):
                 entries.append(line.lstrip("/") if line.startswith("/") else f"{page.parent.name}/{line}")
     return entries
