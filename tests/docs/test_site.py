@@ -225,6 +225,9 @@ def test_theme_strings_are_chinese(site: Path, page: str) -> None:
     assert "由 Sphinx 9" in footer and re.search(r"Sphinx \d+\.\d+\.\d+ 创建。", footer), footer
     assert re.search(r"PyData Sphinx Theme \d+\.\d+\.\d+ 构建。", footer), footer
     assert "Copyright" not in footer and "developers" not in footer, footer
+    # The top bar's menu for the parts that do not fit.
+    header = text.split('class="bd-header', 1)[1].split("</header>", 1)[0]
+    assert "更多" in header and not re.search(r">\s*More\s*<", header)
 
 
 def test_api_parameter_types_say_optional_in_chinese(site: Path) -> None:
