@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import sysconfig
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,11 +13,13 @@ from posenc.alibi import alibi_bias
 from posenc.models import (
     POSITIONS,
     CausalLM,
+    CharCorpus,
     EncoderClassifier,
     KVCache,
     Transformer,
     TransformerConfig,
     next_token_loss,
+    stdlib_corpus,
     train,
 )
 from posenc.relative import relative_position_indices
@@ -414,3 +418,34 @@ def test_rope_layout_and_scaling_reach_the_rotary_module():
         config("rope", rope_layout="neox")
     with pytest.raises(TypeError, match="rope_scaling must be a dict"):
         config("rope", rope_scaling="linear")
+
+
+# --- The character corpus of the language-model pages ------------------------------------------
+
+
+def test_char_corpus_vocabulary_encoding_and_windows():
+    corpus = CharCorpus.from_text("abcab\n", "cab é!")
+    assert corpus.chars == "\nabc" and corpus.unknown == 4 and corpus.vocab_size == 5
+    assert corpus.train.tolist() == [1, 2, 3, 1, 2, 0]
+    assert corpus.held_out.tolist() == [3, 1, 2, 4, 4, 4]  # " ", "é" and "!" are not in the training text
+    assert corpus.decode(corpus.held_out) == "cab???"
+    make_batch = corpus.windows(3, 5)
+    batch = make_batch(torch.Generator().manual_seed(0))
+    again = make_batch(torch.Generator().manual_seed(0))
+    assert batch.shape == (5, 4) and torch.equal(batch, again)
+    text = corpus.train.tolist()
+    for row in batch.tolist():  # each window is a contiguous piece of the training ids
+        assert any(text[s : s + 4] == row for s in range(len(text) - 3))
+    with pytest.raises(ValueError, match="more than length"):
+        corpus.windows(6, 2)
+    with pytest.raises(ValueError, match="length"):
+        corpus.windows(0, 2)
+
+
+def test_stdlib_corpus_reads_the_interpreters_own_modules():
+    corpus = stdlib_corpus(["textwrap"], ["shlex"])
+    source = (Path(sysconfig.get_paths()["stdlib"]) / "textwrap.py").read_text(encoding="utf-8")
+    assert corpus.decode(corpus.train) == "".join(c if c.isascii() else "?" for c in source)
+    assert corpus.held_out.numel() > 0
+    with pytest.raises(ValueError, match="missing: \\['no_such_module'\\]"):
+        stdlib_corpus(["textwrap", "no_such_module"], ["shlex"])

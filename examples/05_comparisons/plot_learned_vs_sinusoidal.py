@@ -20,15 +20,13 @@ shows when the encoding is the only thing that changes.
 # development set, newstest2013; perplexity per word piece):
 import os
 import sys
-import sysconfig
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
 import posenc
-from posenc.models import CausalLM, TransformerConfig, next_token_loss, train
+from posenc.models import CausalLM, TransformerConfig, next_token_loss, stdlib_corpus, train
 
 paper_table_3 = {  # quoted from Vaswani et al. (2017), Table 3; not measured here
     "base model, sinusoids": {"dev perplexity": 4.92, "dev BLEU": 25.8},
@@ -49,26 +47,10 @@ for row, values in paper_table_3.items():
 # training text, two others are held out. Every ASCII character of the training text gets an id,
 # anything else one extra "unknown" id. Two training sets: all five modules (large), and only
 # their first 4096 characters (small), so that the small one is seen many times over.
-stdlib = Path(sysconfig.get_paths()["stdlib"])
-train_modules = ["argparse.py", "difflib.py", "functools.py", "statistics.py", "calendar.py"]
-held_out_modules = ["textwrap.py", "shlex.py"]
-
-
-def read(modules):
-    return "".join((stdlib / name).read_text(encoding="utf-8") for name in modules)
-
-
-train_text, held_out_text = read(train_modules), read(held_out_modules)
-chars = sorted({c for c in train_text if c.isascii()})
-char_id = {c: i for i, c in enumerate(chars)}
-unknown = len(chars)
-
-
-def encode(text):
-    return torch.tensor([char_id.get(c, unknown) for c in text])
-
-
-train_ids, held_out_ids = encode(train_text), encode(held_out_text)
+train_modules = ["argparse", "difflib", "functools", "statistics", "calendar"]
+held_out_modules = ["textwrap", "shlex"]
+corpus = stdlib_corpus(train_modules, held_out_modules)
+train_ids, held_out_ids, unknown = corpus.train, corpus.held_out, corpus.unknown
 datasets = {"large": train_ids, "small": train_ids[:4096]}
 print(f"Python {sys.version.split()[0]}: training sets of {len(datasets['large']):,} and "
       f"{len(datasets['small']):,} characters, {len(held_out_ids):,} held-out characters, "
@@ -102,20 +84,13 @@ def make_model(position, seed):
     return CausalLM(config)
 
 
-def batches_from(data):
-    def make_batch(generator):
-        start = torch.randint(0, len(data) - window - 1, (batch_size,), generator=generator)
-        return data[start[:, None] + torch.arange(window + 1)]
-
-    return make_batch
-
-
 curves, held_out_loss, table_std = {}, {}, {}
 for data_name, data in datasets.items():
     for position in encodings:
         for seed in seeds:
             model = make_model(position, seed)
-            log = train(model, next_token_loss, batches_from(data), steps=steps, lr=3e-3, seed=seed,
+            make_batch = corpus.windows(window, batch_size, data)
+            log = train(model, next_token_loss, make_batch, steps=steps, lr=3e-3, seed=seed,
                         warmup=20)
             with torch.no_grad():
                 held_out_loss[data_name, position, seed] = next_token_loss(model, held_out).item()

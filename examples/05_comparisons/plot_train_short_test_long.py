@@ -18,35 +18,17 @@ Python source, and evaluate each at 1, 2, 4 and 8 times that length.
 # so the numbers below depend only on the Python version (printed) and the seeds.
 import os
 import sys
-import sysconfig
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
 from torch import nn
 
-from posenc.models import CausalLM, TransformerConfig, next_token_loss, train
+from posenc.models import CausalLM, TransformerConfig, next_token_loss, stdlib_corpus, train
 
-stdlib = Path(sysconfig.get_paths()["stdlib"])
-train_modules = ["argparse.py", "configparser.py", "difflib.py", "inspect.py", "typing.py", "tarfile.py"]
-held_out_modules = ["textwrap.py", "shutil.py"]
-
-
-def read(modules):
-    return "".join((stdlib / name).read_text(encoding="utf-8") for name in modules)
-
-
-train_text, held_out_text = read(train_modules), read(held_out_modules)
-chars = sorted({c for c in train_text if c.isascii()})
-char_id = {c: i for i, c in enumerate(chars)}
-unknown = len(chars)
-
-
-def encode(text):
-    return torch.tensor([char_id.get(c, unknown) for c in text])
-
-
-train_ids, held_out_ids = encode(train_text), encode(held_out_text)
+train_modules = ["argparse", "configparser", "difflib", "inspect", "typing", "tarfile"]
+held_out_modules = ["textwrap", "shutil"]
+corpus = stdlib_corpus(train_modules, held_out_modules)
+train_ids, held_out_ids, unknown = corpus.train, corpus.held_out, corpus.unknown
 print(f"Python {sys.version.split()[0]}: {len(train_ids):,} training characters, "
       f"{len(held_out_ids):,} held-out characters, vocabulary of {unknown + 1}")
 
@@ -86,10 +68,7 @@ def make_config(position):
     )
 
 
-def make_batch(generator):
-    """Random windows of train_len + 1 characters: inputs and their next characters."""
-    start = torch.randint(0, len(train_ids) - train_len - 1, (batch_size,), generator=generator)
-    return train_ids[start[:, None] + torch.arange(train_len + 1)]
+make_batch = corpus.windows(train_len, batch_size)  # inputs and their next characters
 
 
 models, final_loss = {}, {}

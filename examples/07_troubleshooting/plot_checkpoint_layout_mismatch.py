@@ -24,44 +24,35 @@ language model, measure the damage, and fix it with :func:`posenc.permute_for_ha
 # We train a small causal language model (:class:`posenc.models.CausalLM`: two layers, four
 # heads, width 64) on characters of a few modules of Python's standard library, with RoPE in the
 # interleaved layout (``rope_layout="interleaved"``, as in Meta's original Llama code and
-# RoFormer). The last tenth of the text is held out. ``STEPS`` sets the length of the run; the
+# RoFormer). One module, ``glob``, is held out. ``STEPS`` sets the length of the run; the
 # default is a short run on two cores; set the environment variable ``POSENC_FULL=1`` for a run
 # five times longer.
 import math
 import os
-import sysconfig
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
 
 import posenc
-from posenc.models import CausalLM, TransformerConfig, next_token_loss, train
+from posenc.models import CausalLM, TransformerConfig, next_token_loss, stdlib_corpus, train
 
 STEPS = 2000 if os.environ.get("POSENC_FULL") == "1" else 400
 LENGTH, BATCH = 64, 16
 
-stdlib = Path(sysconfig.get_paths()["stdlib"])
-text = "".join((stdlib / f"{name}.py").read_text(encoding="utf-8")
-               for name in ("textwrap", "string", "shlex", "fnmatch", "glob"))
-chars = sorted(set(text))
-index = {c: i for i, c in enumerate(chars)}
-data = torch.tensor([index[c] for c in text])
-split = int(0.9 * len(data))
-train_data, held_out = data[:split], data[split:]
+corpus = stdlib_corpus(["textwrap", "string", "shlex", "fnmatch"], ["glob"])
+train_data, held_out = corpus.train, corpus.held_out
 # 1000 held-out windows of LENGTH + 1 characters (LENGTH predictions each), at random starts.
 starts = torch.randint(0, len(held_out) - LENGTH, (1000,), generator=torch.Generator().manual_seed(1))
 windows = torch.stack([held_out[s: s + LENGTH + 1] for s in starts.tolist()])
-print(f"{len(text)} characters, vocabulary of {len(chars)}, {len(windows)} held-out windows")
+print(f"{len(train_data) + len(held_out)} characters, vocabulary of {corpus.vocab_size}, "
+      f"{len(windows)} held-out windows")
 
 
-def make_batch(generator):
-    start = torch.randint(0, len(train_data) - LENGTH - 1, (BATCH,), generator=generator)
-    return torch.stack([train_data[s: s + LENGTH + 1] for s in start.tolist()])
+make_batch = corpus.windows(LENGTH, BATCH)
 
 
 def config(layout):
-    return TransformerConfig(vocab_size=len(chars), dim=64, num_heads=4, num_layers=2, max_len=LENGTH,
+    return TransformerConfig(vocab_size=corpus.vocab_size, dim=64, num_heads=4, num_layers=2, max_len=LENGTH,
                              position="rope", rope_layout=layout, causal=True)
 
 
@@ -98,14 +89,14 @@ PROMPT = "    def "
 
 def sample(model, length=240, temperature=0.8):
     generator = torch.Generator().manual_seed(0)
-    tokens = torch.tensor([[index[c] for c in PROMPT]])
+    tokens = corpus.encode(PROMPT)[None]
     with torch.no_grad():
         for _ in range(length):
             logits = model(tokens[:, -LENGTH:])[0, -1]
             probabilities = (logits / temperature).softmax(dim=-1)
             following = torch.multinomial(probabilities, 1, generator=generator)
             tokens = torch.cat([tokens, following[None]], dim=1)
-    return "".join(chars[i] for i in tokens[0].tolist())
+    return corpus.decode(tokens[0])
 
 
 for name, model in (("original (interleaved)", original), ("copied to half-split", mixed_up)):

@@ -33,45 +33,20 @@ ALiBi, and training on longer sequences.
 import copy
 import math
 import os
-import sysconfig
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
 from torch.nn import functional as F
 
 import posenc
-from posenc.models import CausalLM, TransformerConfig, next_token_loss, train
+from posenc.models import CausalLM, TransformerConfig, next_token_loss, stdlib_corpus, train
 
 STEPS = 800 if os.environ.get("POSENC_FULL") == "1" else 200
 TRAIN_LENGTH, BATCH, EVAL_LENGTHS = 64, 32, (64, 128, 256)
 
-stdlib = Path(sysconfig.get_paths()["stdlib"])
-train_text = "".join((stdlib / f"{name}.py").read_text(encoding="utf-8")
-                     for name in ("argparse", "textwrap", "dataclasses", "inspect"))
-held_out_text = (stdlib / "pathlib.py").read_text(encoding="utf-8")
-chars = sorted(set(train_text))
-index = {c: i for i, c in enumerate(chars)}
-unknown = len(chars)  # one extra id for characters the training text lacks
-
-
-def encode(text):
-    return torch.tensor([index.get(c, unknown) for c in text])
-
-
-train_data, held_out = encode(train_text), encode(held_out_text)
+corpus = stdlib_corpus(["argparse", "textwrap", "dataclasses", "inspect"], ["pathlib"])
+train_data, held_out, unknown = corpus.train, corpus.held_out, corpus.unknown
 print(f"training text {len(train_data)} characters, held-out {len(held_out)}, vocabulary {unknown + 1}")
-
-
-def batches(length, batch_size):
-    """A ``make_batch`` for :func:`posenc.models.train`: random windows of ``length + 1`` characters."""
-
-    def make_batch(generator):
-        start = torch.randint(0, len(train_data) - length - 1, (batch_size,), generator=generator)
-        return torch.stack([train_data[s: s + length + 1] for s in start.tolist()])
-
-    return make_batch
-
 
 # %%
 # Training, with everything but the position encoding fixed (same seed, same data, same steps):
@@ -91,7 +66,7 @@ models = {
 }
 initial_table = models["learned"].transformer.absolute.weight.detach().clone()
 for name, model in models.items():
-    log = train(model, next_token_loss, batches(TRAIN_LENGTH, BATCH), steps=STEPS, lr=3e-3,
+    log = train(model, next_token_loss, corpus.windows(TRAIN_LENGTH, BATCH), steps=STEPS, lr=3e-3,
                 warmup=20, seed=0, threads=1)
     print(f"{name:>10}: training loss, last 20 steps {sum(log.losses[-20:]) / 20:.3f}")
 
@@ -255,10 +230,10 @@ for name, scaling in scalings.items():
 # on 256-character windows, here for a tenth of its training steps (eight windows per step, the
 # same number of characters as before).
 fixes["ALiBi"] = new_model("alibi")
-train(fixes["ALiBi"], next_token_loss, batches(TRAIN_LENGTH, BATCH), steps=STEPS, lr=3e-3,
+train(fixes["ALiBi"], next_token_loss, corpus.windows(TRAIN_LENGTH, BATCH), steps=STEPS, lr=3e-3,
       warmup=20, seed=0, threads=1)
 fixes["RoPE, trained on 256 more"] = copy.deepcopy(rope)
-train(fixes["RoPE, trained on 256 more"], next_token_loss, batches(256, 8), steps=STEPS // 10,
+train(fixes["RoPE, trained on 256 more"], next_token_loss, corpus.windows(256, 8), steps=STEPS // 10,
       lr=1e-3, seed=1, threads=1)
 header()
 show("RoPE")
