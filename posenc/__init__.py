@@ -21,6 +21,7 @@ from posenc.relative import (
 from posenc.rope import (
     RotaryEmbedding,
     apply_rope,
+    apply_rope_qk,
     axial_rope_cos_sin,
     half_to_interleaved,
     interleaved_to_half,
@@ -39,6 +40,7 @@ __all__ = [
     "CoPE",
     "RotaryEmbedding",
     "apply_rope",
+    "apply_rope_qk",
     "cope_logits",
     "cope_positions",
     "half_to_interleaved",

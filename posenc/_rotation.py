@@ -21,9 +21,12 @@ itself a call of the operator), a forward-mode derivative and a batching rule fo
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+from typing import Any
+
 import torch
 
-__all__ = ["pair_views", "rotate"]
+__all__ = ["BACKENDS", "pair_views", "rotate", "rotate_qk"]
 
 
 def pair_views(t: torch.Tensor, width: int, interleaved: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -40,10 +43,91 @@ def _output_like(x: torch.Tensor, cos: torch.Tensor) -> torch.Tensor:
     return x.new_empty((*lead, x.shape[-1]))
 
 
-@torch.library.custom_op("posenc::rope_rotate", mutates_args=())
-def _rope_rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool) -> torch.Tensor:
+#: ``backend`` of :func:`posenc.apply_rope` and :func:`posenc.apply_rope_qk`.
+BACKENDS = ("auto", "torch", "triton")
+
+_kernel_module: Any = None
+
+
+def _triton_kernels() -> Any:
+    """:mod:`posenc._triton_rope`, or None when Triton is not installed (imported on first use)."""
+    global _kernel_module
+    if _kernel_module is None:
+        try:
+            from posenc import _triton_rope
+        except ImportError:
+            _kernel_module = False
+        else:
+            _kernel_module = _triton_rope
+    return _kernel_module or None
+
+
+Pairs = list[tuple[torch.Tensor, torch.Tensor]]
+
+
+def _kernel_inputs(
+    backend: str, pairs: Pairs, cos: torch.Tensor, sin: torch.Tensor
+) -> tuple[Pairs, torch.Tensor, torch.Tensor] | None:
+    """What the Triton kernel rotates, or None for the PyTorch path.
+
+    ``"auto"``: the kernel for CUDA tensors it handles, when Triton is installed. ``"triton"``:
+    always, or a clear error saying why it cannot. Inputs out of place that the kernel cannot
+    read as they are (a last axis with a stride) are copied first: one pass over them, where
+    the PyTorch path makes several.
+    """
+    if backend == "torch":
+        return None
+    x = pairs[0][0]
+    forced = backend == "triton"
+    if not forced and x.device.type != "cuda":
+        return None
+    kernels = _triton_kernels()
+    if kernels is None:
+        if not forced:
+            return None
+        raise RuntimeError(
+            "backend='triton' needs the triton package (pip install triton), which is not installed"
+        )
+    if forced and x.device.type != "cuda" and not (x.device.type == "cpu" and kernels.interpreting()):
+        raise ValueError(
+            f"backend='triton' needs CUDA tensors (or CPU tensors with TRITON_INTERPRET=1, "
+            f"Triton's interpreter), got device {x.device}"
+        )
+    if x.dtype not in kernels.DTYPES:
+        if not forced:
+            return None
+        raise TypeError(
+            f"backend='triton' supports float32, float16 and bfloat16, got {x.dtype}; "
+            f"use backend='torch'"
+        )
+    if cos.stride() != sin.stride() or cos.stride(-1) != 1:
+        cos, sin = cos.contiguous(), sin.contiguous()
+    ready: Pairs = []
+    for x, out in pairs:
+        problem = None
+        if not kernels.cos_fits(x, cos):
+            problem = f"cos/sin of shape {tuple(cos.shape)} do not merge with the leading axes of x"
+        elif not kernels.x_fits(x):
+            if out is not x:
+                x = x.contiguous()
+            else:
+                problem = "x, rotated in place, has a stride in its last axis or unmergeable leading axes"
+        if problem is not None:
+            if not forced:
+                return None
+            raise ValueError(
+                f"backend='triton' cannot rotate x of shape {tuple(x.shape)} and strides "
+                f"{x.stride()}: {problem}; use backend='torch' or pass contiguous tensors"
+            )
+        ready.append((x, out))
+    return ready, cos, sin
+
+
+def _torch_rotate_into(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool, out: torch.Tensor
+) -> None:
+    """The rotation in PyTorch, written into ``out`` (``out`` may be ``x``)."""
     width = cos.shape[-1]
-    out = _output_like(x, cos)
     x1, x2 = pair_views(x, width, interleaved)
     c1, c2 = pair_views(cos, width, interleaved)
     s1, s2 = pair_views(sin, width, interleaved)
@@ -51,6 +135,16 @@ def _rope_rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interlea
     # One half-width scratch tensor holds the second product; each half of ``out`` is then
     # written once and updated once: x is read twice, out written twice, nothing full-size extra.
     scratch = torch.empty(o1.shape, dtype=out.dtype, device=out.device)
+    if out is x:
+        # In place: the new first half needs the old second half and vice versa, so the first
+        # half is formed aside and copied in last.
+        first = torch.mul(x1, c1)
+        torch.mul(x2, s1, out=scratch)
+        first.sub_(scratch)
+        torch.mul(x1, s2, out=scratch)
+        x2.mul_(c2).add_(scratch)
+        x1.copy_(first)
+        return
     torch.mul(x1, c1, out=o1)
     torch.mul(x2, s1, out=scratch)
     o1.sub_(scratch)
@@ -59,12 +153,72 @@ def _rope_rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interlea
     o2.add_(scratch)
     if width < x.shape[-1]:
         out[..., width:] = x[..., width:]
+
+
+def _rotate_pairs(
+    pairs: Pairs, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool, inverse: bool, backend: str
+) -> None:
+    """Rotate each ``x`` of ``pairs`` into its ``out``: one Triton launch, or PyTorch per pair."""
+    kernel_inputs = _kernel_inputs(backend, pairs, cos, sin)
+    if kernel_inputs is not None:
+        ready, cos, sin = kernel_inputs
+        device = ready[0][0].device
+        with torch.cuda.device(device) if device.type == "cuda" else nullcontext():
+            _triton_kernels().launch(ready, cos, sin, interleaved, inverse)
+        return
+    if inverse:
+        sin = _swap_negate(sin, interleaved)
+    for x, out in pairs:
+        _torch_rotate_into(x, cos, sin, interleaved, out)
+
+
+@torch.library.custom_op("posenc::rope_rotate", mutates_args=())
+def _rope_rotate(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool, inverse: bool, backend: str
+) -> torch.Tensor:
+    out = _output_like(x, cos)
+    _rotate_pairs([(x.expand_as(out), out)], cos, sin, interleaved, inverse, backend)
     return out
 
 
 @_rope_rotate.register_fake
-def _(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool) -> torch.Tensor:
+def _(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool, inverse: bool, backend: str) -> torch.Tensor:
     return _output_like(x, cos)
+
+
+@torch.library.custom_op("posenc::rope_rotate_qk", mutates_args=())
+def _rope_rotate_qk(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool,
+    inverse: bool, backend: str,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    out_q, out_k = _output_like(q, cos), _output_like(k, cos)
+    pairs = [(q.expand_as(out_q), out_q), (k.expand_as(out_k), out_k)]
+    _rotate_pairs(pairs, cos, sin, interleaved, inverse, backend)
+    return out_q, out_k
+
+
+@_rope_rotate_qk.register_fake
+def _(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool,
+    inverse: bool, backend: str,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return _output_like(q, cos), _output_like(k, cos)
+
+
+@torch.library.custom_op("posenc::rope_rotate_qk_", mutates_args=("q", "k"))
+def _rope_rotate_qk_(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool,
+    inverse: bool, backend: str,
+) -> None:
+    _rotate_pairs([(q, q), (k, k)], cos, sin, interleaved, inverse, backend)
+
+
+@_rope_rotate_qk_.register_fake
+def _(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool,
+    inverse: bool, backend: str,
+) -> None:
+    return None
 
 
 def _join_pairs(a: torch.Tensor, b: torch.Tensor, interleaved: bool) -> torch.Tensor:
@@ -80,10 +234,14 @@ def _swap_negate(sin: torch.Tensor, interleaved: bool) -> torch.Tensor:
     return _join_pairs(-s2, -s1, interleaved)
 
 
-def _rotation_of_cos_sin(x: torch.Tensor, dcos: torch.Tensor, dsin: torch.Tensor, interleaved: bool) -> torch.Tensor:
+def _rotation_of_cos_sin(
+    x: torch.Tensor, dcos: torch.Tensor, dsin: torch.Tensor, interleaved: bool, inverse: bool
+) -> torch.Tensor:
     """``y`` is bilinear in ``x`` and ``(cos, sin)``: its change for a change of ``cos``/``sin``
     is the same formula with ``x`` fixed, zero on the pass-through channels."""
     width = dcos.shape[-1]
+    if inverse:
+        dsin = _swap_negate(dsin, interleaved)
     x1, x2 = pair_views(x, width, interleaved)
     c1, c2 = pair_views(dcos, width, interleaved)
     s1, s2 = pair_views(dsin, width, interleaved)
@@ -94,18 +252,62 @@ def _rotation_of_cos_sin(x: torch.Tensor, dcos: torch.Tensor, dsin: torch.Tensor
     return y
 
 
+def _grad_cos_sin(
+    grad: torch.Tensor, x: torch.Tensor, cos: torch.Tensor, interleaved: bool, inverse: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gradients of ``cos`` and ``sin`` (before summing to their shape) for one rotated tensor."""
+    width = cos.shape[-1]
+    g1, g2 = pair_views(grad, width, interleaved)
+    x1, x2 = pair_views(x, width, interleaved)
+    grad_cos = _join_pairs(g1 * x1, g2 * x2, interleaved)
+    grad_sin = _join_pairs(-(g1 * x2), g2 * x1, interleaved)
+    if inverse:
+        # The inverse rotation is the forward one with sin -> S(sin) (swap_negate), and S is its
+        # own transpose.
+        grad_sin = _swap_negate(grad_sin, interleaved)
+    return grad_cos, grad_sin
+
+
+def _to_physical(
+    tensors: tuple[torch.Tensor, ...], in_dims: tuple[int | None, ...]
+) -> list[torch.Tensor]:
+    """``vmap`` helper: every vmapped axis moved to the front (size-1 axes where a tensor is not
+    batched), and all tensors given the same number of dimensions, right-aligned."""
+    ndim = max(t.ndim - (d is not None) for t, d in zip(tensors, in_dims))
+    out = []
+    for t, d in zip(tensors, in_dims):
+        t = t.unsqueeze(0) if d is None else t.movedim(d, 0)
+        while t.ndim < ndim + 1:
+            t = t.unsqueeze(1)
+        out.append(t)
+    return out
+
+
+def _vmap_rotate(
+    x: torch.Tensor, x_dim: int | None, cos: torch.Tensor, cos_dim: int | None,
+    sin: torch.Tensor, sin_dim: int | None, interleaved: bool, inverse: bool, backend: str,
+) -> torch.Tensor:
+    """Rotate a vmapped batch as one tensor; the batch axis of the result is 0."""
+    x_p, cos_p, sin_p = _to_physical((x, cos, sin), (x_dim, cos_dim, sin_dim))
+    lead = torch.broadcast_shapes(x_p.shape[:-1], cos_p.shape[:-1], sin_p.shape[:-1])
+    x_p = x_p.expand(*lead, x_p.shape[-1])
+    return rotate(x_p, cos_p, sin_p, interleaved, inverse=inverse, backend=backend)
+
+
 class _RotateForCompile(torch.autograd.Function):
     """Autograd and ``vmap`` rules of the kernel; what ``torch.compile`` traces (Dynamo does not
     trace a Function with a custom ``jvp``)."""
 
     @staticmethod
-    def forward(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool) -> torch.Tensor:
-        return _rope_rotate(x, cos, sin, interleaved)
+    def forward(  # type: ignore[override]
+        x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool, inverse: bool, backend: str
+    ) -> torch.Tensor:
+        return _rope_rotate(x, cos, sin, interleaved, inverse, backend)
 
     @staticmethod
     def setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
-        x, cos, sin, interleaved = inputs
-        ctx.interleaved = interleaved
+        x, cos, sin, interleaved, inverse, backend = inputs
+        ctx.interleaved, ctx.inverse, ctx.backend = interleaved, inverse, backend
         ctx.x_shape = x.shape
         ctx.save_for_backward(x, cos, sin)
         ctx.save_for_forward(x, cos, sin)
@@ -113,64 +315,147 @@ class _RotateForCompile(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):  # type: ignore[no-untyped-def]
         x, cos, sin = ctx.saved_tensors
-        interleaved = ctx.interleaved
         grad_x = grad_cos = grad_sin = None
         if ctx.needs_input_grad[0]:
             # The transpose of a rotation is the rotation by -theta.
-            grad_x = rotate(grad, cos, _swap_negate(sin, interleaved), interleaved)
+            grad_x = rotate(grad, cos, sin, ctx.interleaved, inverse=not ctx.inverse, backend=ctx.backend)
             grad_x = grad_x.sum_to_size(ctx.x_shape)
         if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
-            width = cos.shape[-1]
-            g1, g2 = pair_views(grad, width, interleaved)
-            x1, x2 = pair_views(x, width, interleaved)
-            if ctx.needs_input_grad[1]:
-                grad_cos = _join_pairs(g1 * x1, g2 * x2, interleaved).sum_to_size(cos.shape)
-            if ctx.needs_input_grad[2]:
-                grad_sin = _join_pairs(-(g1 * x2), g2 * x1, interleaved).sum_to_size(sin.shape)
-        return grad_x, grad_cos, grad_sin, None
+            gc, gs = _grad_cos_sin(grad, x, cos, ctx.interleaved, ctx.inverse)
+            grad_cos = gc.sum_to_size(cos.shape) if ctx.needs_input_grad[1] else None
+            grad_sin = gs.sum_to_size(sin.shape) if ctx.needs_input_grad[2] else None
+        return grad_x, grad_cos, grad_sin, None, None, None
 
     @staticmethod
-    def vmap(info, in_dims, x, cos, sin, interleaved):  # type: ignore[no-untyped-def]
-        # Move every vmapped axis to the front, give all three tensors the same number of
-        # dimensions (the logical ones of cos/sin are right-aligned with those of x), and
-        # rotate the batch as one tensor.
-        ndim = max(t.ndim - (d is not None) for t, d in zip((x, cos, sin), in_dims[:3]))
-
-        def physical(t: torch.Tensor, d: int | None) -> torch.Tensor:
-            if d is None:
-                t = t.unsqueeze(0)
-            else:
-                t = t.movedim(d, 0)
-            while t.ndim < ndim + 1:
-                t = t.unsqueeze(1)
-            return t
-
-        x_p, cos_p, sin_p = (physical(t, d) for t, d in zip((x, cos, sin), in_dims[:3]))
-        lead = torch.broadcast_shapes(x_p.shape[:-1], cos_p.shape[:-1], sin_p.shape[:-1])
-        x_p = x_p.expand(*lead, x_p.shape[-1])
-        return rotate(x_p, cos_p, sin_p, interleaved), 0
+    def vmap(info, in_dims, x, cos, sin, interleaved, inverse, backend):  # type: ignore[no-untyped-def]
+        return _vmap_rotate(x, in_dims[0], cos, in_dims[1], sin, in_dims[2], interleaved, inverse, backend), 0
 
 
 class _Rotate(_RotateForCompile):
     """Adds the forward-mode derivative (``torch.func.jvp``, ``jacfwd``) for eager calls."""
 
     @staticmethod
-    def jvp(ctx, x_t, cos_t, sin_t, _):  # type: ignore[no-untyped-def]
+    def jvp(ctx, x_t, cos_t, sin_t, *_):  # type: ignore[no-untyped-def]
         x, cos, sin = ctx.saved_tensors
-        interleaved = ctx.interleaved
         out_t = None
         if x_t is not None:
-            out_t = rotate(x_t, cos, sin, interleaved)
+            out_t = rotate(x_t, cos, sin, ctx.interleaved, inverse=ctx.inverse, backend=ctx.backend)
         if cos_t is not None or sin_t is not None:
             cos_t = torch.zeros_like(cos) if cos_t is None else cos_t
             sin_t = torch.zeros_like(sin) if sin_t is None else sin_t
-            term = _rotation_of_cos_sin(x, cos_t, sin_t, interleaved)
+            term = _rotation_of_cos_sin(x, cos_t, sin_t, ctx.interleaved, ctx.inverse)
             out_t = term if out_t is None else out_t + term
         return out_t
 
 
-def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool) -> torch.Tensor:
-    """Rotate ``x`` by ``cos``/``sin`` (already checked and cast to ``x.dtype``)."""
+class _RotateQKForCompile(torch.autograd.Function):
+    """Queries and keys rotated by the same cos/sin in one kernel call, forward and backward."""
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool,
+        inverse: bool, backend: str,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return _rope_rotate_qk(q, k, cos, sin, interleaved, inverse, backend)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
+        q, k, cos, sin, interleaved, inverse, backend = inputs
+        ctx.interleaved, ctx.inverse, ctx.backend = interleaved, inverse, backend
+        ctx.shapes = (q.shape, k.shape)
+        ctx.save_for_backward(q, k, cos, sin)
+        ctx.save_for_forward(q, k, cos, sin)
+
+    @staticmethod
+    def backward(ctx, grad_q, grad_k):  # type: ignore[no-untyped-def]
+        q, k, cos, sin = ctx.saved_tensors
+        return _qk_backward(ctx, grad_q, grad_k, q, k, cos, sin)
+
+    @staticmethod
+    def vmap(info, in_dims, q, k, cos, sin, interleaved, inverse, backend):  # type: ignore[no-untyped-def]
+        qd, kd, cd, sd = in_dims[:4]
+        out_q = _vmap_rotate(q, qd, cos, cd, sin, sd, interleaved, inverse, backend)
+        out_k = _vmap_rotate(k, kd, cos, cd, sin, sd, interleaved, inverse, backend)
+        return (out_q, out_k), (0, 0)
+
+
+def _qk_backward(ctx, grad_q, grad_k, q, k, cos, sin):  # type: ignore[no-untyped-def]
+    """Backward of the q/k rotation: both gradients in one inverse rotation."""
+    grad_q_in, grad_k_in = rotate_qk(
+        grad_q, grad_k, cos, sin, ctx.interleaved, inverse=not ctx.inverse, backend=ctx.backend
+    )
+    grad_q_in = grad_q_in.sum_to_size(ctx.shapes[0])
+    grad_k_in = grad_k_in.sum_to_size(ctx.shapes[1])
+    grad_cos = grad_sin = None
+    if ctx.needs_input_grad[2] or ctx.needs_input_grad[3]:
+        gc_q, gs_q = _grad_cos_sin(grad_q, q, cos, ctx.interleaved, ctx.inverse)
+        gc_k, gs_k = _grad_cos_sin(grad_k, k, cos, ctx.interleaved, ctx.inverse)
+        if ctx.needs_input_grad[2]:
+            grad_cos = gc_q.sum_to_size(cos.shape) + gc_k.sum_to_size(cos.shape)
+        if ctx.needs_input_grad[3]:
+            grad_sin = gs_q.sum_to_size(sin.shape) + gs_k.sum_to_size(sin.shape)
+    return grad_q_in, grad_k_in, grad_cos, grad_sin, None, None, None
+
+
+class _RotateQK(_RotateQKForCompile):
+    """Adds the forward-mode derivative for eager calls."""
+
+    @staticmethod
+    def jvp(ctx, q_t, k_t, cos_t, sin_t, *_):  # type: ignore[no-untyped-def]
+        q, k, cos, sin = ctx.saved_tensors
+        outs = []
+        for x, x_t in ((q, q_t), (k, k_t)):
+            out_t = None
+            if x_t is not None:
+                out_t = rotate(x_t, cos, sin, ctx.interleaved, inverse=ctx.inverse, backend=ctx.backend)
+            if cos_t is not None or sin_t is not None:
+                dc = torch.zeros_like(cos) if cos_t is None else cos_t
+                ds = torch.zeros_like(sin) if sin_t is None else sin_t
+                term = _rotation_of_cos_sin(x, dc, ds, ctx.interleaved, ctx.inverse)
+                out_t = term if out_t is None else out_t + term
+            outs.append(torch.zeros_like(x) if out_t is None else out_t)
+        return tuple(outs)
+
+
+class _RotateQKInPlace(torch.autograd.Function):
+    """In-place rotation of q and k. The backward needs only cos/sin (it is the inverse
+    rotation), so q and k may be overwritten; gradients of cos/sin would need the old q and k and
+    are refused by the caller."""
+
+    @staticmethod
+    def forward(ctx, q, k, cos, sin, interleaved, inverse, backend):  # type: ignore[no-untyped-def,override]
+        _rope_rotate_qk_(q, k, cos, sin, interleaved, inverse, backend)
+        ctx.mark_dirty(q, k)
+        ctx.interleaved, ctx.inverse, ctx.backend = interleaved, inverse, backend
+        ctx.shapes = (q.shape, k.shape)
+        ctx.save_for_backward(cos, sin)
+        return q, k
+
+    @staticmethod
+    def backward(ctx, grad_q, grad_k):  # type: ignore[no-untyped-def]
+        cos, sin = ctx.saved_tensors
+        return _qk_backward(ctx, grad_q, grad_k, None, None, cos, sin)
+
+
+def rotate(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool, *,
+    inverse: bool = False, backend: str = "auto",
+) -> torch.Tensor:
+    """Rotate ``x`` by ``cos``/``sin`` (already checked and cast to ``x.dtype``); with
+    ``inverse``, by the opposite angles."""
     if torch.compiler.is_compiling():
-        return _RotateForCompile.apply(x, cos, sin, interleaved)
-    return _Rotate.apply(x, cos, sin, interleaved)
+        return _RotateForCompile.apply(x, cos, sin, interleaved, inverse, backend)
+    return _Rotate.apply(x, cos, sin, interleaved, inverse, backend)
+
+
+def rotate_qk(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool, *,
+    inverse: bool = False, backend: str = "auto", inplace: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rotate ``q`` and ``k`` by the same ``cos``/``sin`` (one kernel call); ``inplace`` writes
+    the result into ``q`` and ``k`` and returns them."""
+    if inplace:
+        return _RotateQKInPlace.apply(q, k, cos, sin, interleaved, inverse, backend)
+    if torch.compiler.is_compiling():
+        return _RotateQKForCompile.apply(q, k, cos, sin, interleaved, inverse, backend)
+    return _RotateQK.apply(q, k, cos, sin, interleaved, inverse, backend)

@@ -46,7 +46,7 @@ from posenc._checks import (
 from posenc._dtypes import round_once
 from posenc._frequencies import inverse_frequencies
 from posenc._rope_scaling import ROPE_TYPES, RopeScaling, parse_scaling
-from posenc._rotation import rotate
+from posenc._rotation import BACKENDS, rotate, rotate_qk
 
 __all__ = [
     "ROPE_LAYOUTS",
@@ -54,12 +54,19 @@ __all__ = [
     "rope_inv_freq",
     "rope_cos_sin",
     "axial_rope_cos_sin",
+    "ROPE_BACKENDS",
     "apply_rope",
+    "apply_rope_qk",
     "RotaryEmbedding",
     "interleaved_to_half",
     "half_to_interleaved",
     "permute_for_half_layout",
 ]
+
+#: Implementations :func:`apply_rope` and :func:`apply_rope_qk` choose between: ``"auto"`` (the
+#: Triton kernel for CUDA tensors when Triton is installed, PyTorch otherwise), ``"torch"``,
+#: ``"triton"``.
+ROPE_BACKENDS = BACKENDS
 
 #: Channel layouts accepted by :func:`rope_cos_sin`, :func:`axial_rope_cos_sin`,
 #: :func:`apply_rope` and :class:`RotaryEmbedding`.
@@ -383,7 +390,8 @@ def _check_cos_sin(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> int
 
 
 def apply_rope(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layout: str = "half"
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layout: str = "half",
+    backend: str = "auto",
 ) -> torch.Tensor:
     r"""Rotate the channel pairs of ``x`` by the angles encoded in ``cos`` and ``sin``.
 
@@ -403,8 +411,10 @@ def apply_rope(
     every path: with or without autograd, under ``torch.compile`` and under ``torch.func``
     transforms (``vmap``, ``jvp``, ``grad``). One kernel writes each half of the output in place
     (no full-size temporaries), several times faster than the formula written with
-    ``rotate_half`` on CPU; its backward is the rotation by :math:`-\theta`. Only shapes and
-    dtypes are checked: no host synchronisation.
+    ``rotate_half`` on CPU; its backward is the rotation by :math:`-\theta`. On CUDA a Triton
+    kernel does the same arithmetic in one pass over ``x`` (the same bits; see ``backend``). Only
+    shapes and dtypes are checked: no host synchronisation. To rotate queries and keys together
+    (one kernel launch, optionally in place) use :func:`apply_rope_qk`.
 
     ``cos``/``sin`` have either two dimensions ``(seq, w)``, shared by every leading axis of
     ``x``, or as many dimensions as ``x``. Anything in between is refused: for ``x`` of shape
@@ -422,6 +432,11 @@ def apply_rope(
         ``w <= dim`` (e.g. from :func:`rope_cos_sin`); cast to ``x.dtype``.
     layout : str, optional
         ``"half"`` (default) or ``"interleaved"``; must match the layout of ``cos``/``sin``.
+    backend : str, optional
+        ``"auto"`` (default): the Triton kernel for float32, float16 and bfloat16 CUDA tensors
+        when ``triton`` is installed and the last axis has unit stride, PyTorch otherwise.
+        ``"torch"``: always PyTorch. ``"triton"``: always the kernel (CUDA tensors, or CPU tensors
+        under ``TRITON_INTERPRET=1``); an error says why when it cannot run.
 
     Returns
     -------
@@ -433,8 +448,83 @@ def apply_rope(
     Su et al., "RoFormer: Enhanced Transformer with Rotary Position Embedding", 2021.
     """
     check_choice("layout", layout, ROPE_LAYOUTS)
+    check_choice("backend", backend, ROPE_BACKENDS)
     _check_cos_sin(x, cos, sin)
-    return rotate(x, cos.to(x.dtype), sin.to(x.dtype), layout == "interleaved")
+    return rotate(x, cos.to(x.dtype), sin.to(x.dtype), layout == "interleaved", backend=backend)
+
+
+def apply_rope_qk(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    *,
+    layout: str = "half",
+    inplace: bool = False,
+    backend: str = "auto",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Rotate queries and keys by the same ``cos``/``sin``: :func:`apply_rope` on both, in one
+    kernel launch.
+
+    ``apply_rope_qk(q, k, cos, sin)`` returns the bits of
+    ``(apply_rope(q, cos, sin), apply_rope(k, cos, sin))``. With the Triton backend the two
+    tensors are rotated by one launch (forward and backward), which matters for short
+    sequences, where launches rather than memory traffic cost the time.
+
+    ``inplace=True`` writes the results into ``q`` and ``k`` and returns them; nothing of the
+    size of ``q`` or ``k`` is allocated. Autograd works through it (the backward is the rotation by
+    :math:`-\theta`, which needs only cos/sin), except for gradients of ``cos``/``sin``, which
+    would need the overwritten values, and for ``torch.func`` transforms; both are refused with
+    an error. ``q`` and ``k`` must not share memory.
+
+    Parameters
+    ----------
+    q, k : torch.Tensor
+        Shape ``(..., seq, dim)``, the same dtype and ``dim``; their leading axes may differ
+        (e.g. fewer key heads under grouped-query attention), each broadcasting ``cos``/``sin``
+        as in :func:`apply_rope`.
+    cos, sin : torch.Tensor
+        As in :func:`apply_rope`.
+    layout : str, optional
+        ``"half"`` (default) or ``"interleaved"``.
+    inplace : bool, optional
+        Overwrite ``q`` and ``k`` (default False).
+    backend : str, optional
+        As in :func:`apply_rope`.
+
+    Returns
+    -------
+    tuple of torch.Tensor
+        The rotated ``q`` and ``k``: new tensors, or ``q`` and ``k`` themselves with
+        ``inplace=True``.
+    """
+    check_choice("layout", layout, ROPE_LAYOUTS)
+    check_choice("backend", backend, ROPE_BACKENDS)
+    if not isinstance(inplace, bool):
+        raise TypeError(f"inplace must be a bool, got {type(inplace).__name__}")
+    _check_cos_sin(q, cos, sin)
+    _check_cos_sin(k, cos, sin)
+    if q.dtype != k.dtype or q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"q and k must have the same dtype and last dimension, got {q.dtype} of shape "
+            f"{tuple(q.shape)} and {k.dtype} of shape {tuple(k.shape)}"
+        )
+    if inplace:
+        if torch.is_grad_enabled() and (cos.requires_grad or sin.requires_grad):
+            raise ValueError(
+                "inplace=True cannot give gradients of cos/sin (they need the q and k that the "
+                "rotation overwrites); pass inplace=False, or detach cos and sin"
+            )
+        for name, t in (("q", q), ("k", k)):
+            if any(st == 0 and n > 1 for st, n in zip(t.stride(), t.shape)):
+                raise ValueError(
+                    f"inplace=True needs {name} to own its memory, got an expanded tensor of "
+                    f"shape {tuple(t.shape)} and strides {t.stride()}"
+                )
+    interleaved = layout == "interleaved"
+    return rotate_qk(
+        q, k, cos.to(q.dtype), sin.to(q.dtype), interleaved, backend=backend, inplace=inplace
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -474,6 +564,9 @@ class RotaryEmbedding(nn.Module):
         ``"half"`` (default) or ``"interleaved"``.
     max_len : int, optional
         Initial cache length. Default 2048.
+    backend : str, optional
+        Implementation of the rotation, as in :func:`apply_rope` (default ``"auto"``); ``q``
+        and ``k`` are rotated by one :func:`apply_rope_qk` call.
 
     References
     ----------
@@ -491,11 +584,13 @@ class RotaryEmbedding(nn.Module):
         scaling: dict | None = None,
         layout: str = "half",
         max_len: int = 2048,
+        backend: str = "auto",
     ) -> None:
         super().__init__()
         self.scaling = parse_scaling(dim, base, scaling)
         self.dim = dim
         self.layout = check_choice("layout", layout, ROPE_LAYOUTS)
+        self.backend = check_choice("backend", backend, ROPE_BACKENDS)
         max_len = check_positive_int("max_len", max_len)
         self.register_buffer("cos_cached", torch.empty(max_len, self.rotary_dim), persistent=False)
         self.register_buffer("sin_cached", torch.empty(max_len, self.rotary_dim), persistent=False)
@@ -525,7 +620,8 @@ class RotaryEmbedding(nn.Module):
     def extra_repr(self) -> str:
         return (
             f"dim={self.dim}, rotary_dim={self.rotary_dim}, base={self.scaling.base}, "
-            f"rope_type={self.scaling.rope_type!r}, layout={self.layout!r}"
+            f"rope_type={self.scaling.rope_type!r}, layout={self.layout!r}, "
+            f"backend={self.backend!r}"
         )
 
     def _cos_sin_rows(
@@ -593,7 +689,7 @@ class RotaryEmbedding(nn.Module):
             cos, sin = _cos_sin(positions.to(device), self.scaling, seq_len, self.layout, dtype)
             if positions.ndim == 2:
                 cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # (batch, seq, w) -> (batch, 1, seq, w)
-        return apply_rope(q, cos, sin, layout=self.layout), apply_rope(k, cos, sin, layout=self.layout)
+        return apply_rope_qk(q, k, cos, sin, layout=self.layout, backend=self.backend)
 
     @staticmethod
     def _check_positions(positions: Any, batch: int, seq: int) -> None:

@@ -8,6 +8,14 @@ from pathlib import Path
 
 import pytest
 
+# Without a GPU, the Triton kernel of apply_rope runs in Triton's CPU interpreter; the variable
+# must be set before the kernel is defined (posenc imports it on first use).
+if "TRITON_INTERPRET" not in os.environ:
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ["TRITON_INTERPRET"] = "1"
+
 # Under `make test`, skips other than "needs CUDA" fail the run (tests/skip_policy.py).
 from skip_policy import (  # noqa: E402, F401
     pytest_collectreport,
