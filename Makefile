@@ -21,13 +21,13 @@ help:
 	@echo "make bench  run the speed benchmarks"
 
 # Python environment: torch pinned to the CPU build (requirements/constraints.txt), then the
-# package with its test, reference-library and docs extras.
+# package with its test, reference-library, docs and triton extras.
 venv: $(STAMP)
 $(STAMP): pyproject.toml requirements/constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q $(PIN) torch==2.13.0
-	$(PIP) install -q $(PIN) -e ".[test,ref,docs]"
+	$(PIP) install -q $(PIN) -e ".[test,ref,docs,triton]"
 	# timm is a conformance reference only; its torchvision dependency has no build that
 	# works beside the pinned CPU torch, and posenc's tests need only timm's own files.
 	$(PIP) install -q $(PIN) --no-deps timm

@@ -39,7 +39,11 @@ def pair_views(t: torch.Tensor, width: int, interleaved: bool) -> tuple[torch.Te
 def _output_like(x: torch.Tensor, cos: torch.Tensor) -> torch.Tensor:
     # (*broadcast(x.shape[:-1], cos.shape[:-1]), dim): cos may carry a batch axis x lacks
     # (inside vmap's batching rule, where x has been expanded, they agree).
-    lead = torch.broadcast_shapes(x.shape[:-1], cos.shape[:-1])
+    lead = x.shape[:-1]
+    if cos.ndim > x.ndim or any(
+        c != 1 and c != n for c, n in zip(reversed(cos.shape[:-1]), reversed(lead))
+    ):
+        lead = torch.broadcast_shapes(lead, cos.shape[:-1])
     return x.new_empty((*lead, x.shape[-1]))
 
 
@@ -123,10 +127,50 @@ def _kernel_inputs(
     return ready, cos, sin
 
 
+# On a CPU the six elementwise passes of the PyTorch path run over blocks of about this size, so
+# that each block's operands stay in the core's cache between passes: memory traffic then
+# approaches one read of x and one write of out. Smaller blocks pay more per-call overhead.
+_CPU_BLOCK_BYTES = 1 << 19
+
+
+def _cpu_blocks(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, out: torch.Tensor
+) -> list[tuple[torch.Tensor, ...]] | None:
+    """``(x, cos, sin, out)`` split into cache-sized blocks of whole rows, or None when ``x`` is
+    small, not on the CPU, or its leading axes (or those of cos broadcast to it) do not merge."""
+    row_bytes = x.shape[-1] * x.element_size()
+    if x.device.type != "cpu" or x.ndim < 2 or x.numel() * x.element_size() <= 4 * _CPU_BLOCK_BYTES:
+        return None
+    seq, width = x.shape[-2], cos.shape[-1]
+    lead = (*x.shape[:-1], width)
+    try:
+        views = [x.view(-1, seq, x.shape[-1]), cos.expand(lead).view(-1, seq, width),
+                 sin.expand(lead).view(-1, seq, width), out.view(-1, seq, out.shape[-1])]
+    except RuntimeError:
+        return None
+    slices = max(1, _CPU_BLOCK_BYTES // (seq * row_bytes))
+    rows = seq if slices > 1 else max(1, _CPU_BLOCK_BYTES // row_bytes)
+    return [
+        tuple(v[i : i + slices, s : s + rows] for v in views)
+        for i in range(0, views[0].shape[0], slices)
+        for s in range(0, seq, rows)
+    ]
+
+
 def _torch_rotate_into(
     x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool, out: torch.Tensor
 ) -> None:
     """The rotation in PyTorch, written into ``out`` (``out`` may be ``x``)."""
+    inplace = out is x
+    blocks = _cpu_blocks(x, cos, sin, out)
+    for xb, cb, sb, ob in blocks if blocks is not None else [(x, cos, sin, out)]:
+        _torch_rotate_block(xb, cb, sb, interleaved, ob, inplace)
+
+
+def _torch_rotate_block(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool, out: torch.Tensor,
+    inplace: bool,
+) -> None:
     width = cos.shape[-1]
     x1, x2 = pair_views(x, width, interleaved)
     c1, c2 = pair_views(cos, width, interleaved)
@@ -135,9 +179,9 @@ def _torch_rotate_into(
     # One half-width scratch tensor holds the second product; each half of ``out`` is then
     # written once and updated once: x is read twice, out written twice, nothing full-size extra.
     scratch = torch.empty(o1.shape, dtype=out.dtype, device=out.device)
-    if out is x:
-        # In place: the new first half needs the old second half and vice versa, so the first
-        # half is formed aside and copied in last.
+    if inplace:
+        # The new first half needs the old second half and vice versa, so the first half is
+        # formed aside and copied in last.
         first = torch.mul(x1, c1)
         torch.mul(x2, s1, out=scratch)
         first.sub_(scratch)
@@ -172,8 +216,12 @@ def _rotate_pairs(
         _torch_rotate_into(x, cos, sin, interleaved, out)
 
 
-@torch.library.custom_op("posenc::rope_rotate", mutates_args=())
-def _rope_rotate(
+# The three kernels as plain functions (what eager calls run: a custom operator's dispatch
+# costs tens of microseconds per call) and as custom operators (what torch.compile sees: opaque,
+# so a compiled graph runs the same arithmetic instead of re-deriving the formula).
+
+
+def _rotate_impl(
     x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool, inverse: bool, backend: str
 ) -> torch.Tensor:
     out = _output_like(x, cos)
@@ -181,13 +229,7 @@ def _rope_rotate(
     return out
 
 
-@_rope_rotate.register_fake
-def _(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool, inverse: bool, backend: str) -> torch.Tensor:
-    return _output_like(x, cos)
-
-
-@torch.library.custom_op("posenc::rope_rotate_qk", mutates_args=())
-def _rope_rotate_qk(
+def _rotate_qk_impl(
     q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool,
     inverse: bool, backend: str,
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -197,20 +239,31 @@ def _rope_rotate_qk(
     return out_q, out_k
 
 
+def _rotate_qk_inplace_impl(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool,
+    inverse: bool, backend: str,
+) -> None:
+    _rotate_pairs([(q, q), (k, k)], cos, sin, interleaved, inverse, backend)
+
+
+_rope_rotate = torch.library.custom_op("posenc::rope_rotate", mutates_args=())(_rotate_impl)
+_rope_rotate_qk = torch.library.custom_op("posenc::rope_rotate_qk", mutates_args=())(_rotate_qk_impl)
+_rope_rotate_qk_ = torch.library.custom_op("posenc::rope_rotate_qk_", mutates_args=("q", "k"))(
+    _rotate_qk_inplace_impl
+)
+
+
+@_rope_rotate.register_fake
+def _(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool, inverse: bool, backend: str) -> torch.Tensor:
+    return _output_like(x, cos)
+
+
 @_rope_rotate_qk.register_fake
 def _(
     q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool,
     inverse: bool, backend: str,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     return _output_like(q, cos), _output_like(k, cos)
-
-
-@torch.library.custom_op("posenc::rope_rotate_qk_", mutates_args=("q", "k"))
-def _rope_rotate_qk_(
-    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool,
-    inverse: bool, backend: str,
-) -> None:
-    _rotate_pairs([(q, q), (k, k)], cos, sin, interleaved, inverse, backend)
 
 
 @_rope_rotate_qk_.register_fake
@@ -335,6 +388,12 @@ class _Rotate(_RotateForCompile):
     """Adds the forward-mode derivative (``torch.func.jvp``, ``jacfwd``) for eager calls."""
 
     @staticmethod
+    def forward(  # type: ignore[override]
+        x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool, inverse: bool, backend: str
+    ) -> torch.Tensor:
+        return _rotate_impl(x, cos, sin, interleaved, inverse, backend)
+
+    @staticmethod
     def jvp(ctx, x_t, cos_t, sin_t, *_):  # type: ignore[no-untyped-def]
         x, cos, sin = ctx.saved_tensors
         out_t = None
@@ -401,6 +460,13 @@ class _RotateQK(_RotateQKForCompile):
     """Adds the forward-mode derivative for eager calls."""
 
     @staticmethod
+    def forward(  # type: ignore[override]
+        q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool,
+        inverse: bool, backend: str,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return _rotate_qk_impl(q, k, cos, sin, interleaved, inverse, backend)
+
+    @staticmethod
     def jvp(ctx, q_t, k_t, cos_t, sin_t, *_):  # type: ignore[no-untyped-def]
         q, k, cos, sin = ctx.saved_tensors
         outs = []
@@ -424,7 +490,8 @@ class _RotateQKInPlace(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, cos, sin, interleaved, inverse, backend):  # type: ignore[no-untyped-def,override]
-        _rope_rotate_qk_(q, k, cos, sin, interleaved, inverse, backend)
+        rotate_inplace = _rope_rotate_qk_ if torch.compiler.is_compiling() else _rotate_qk_inplace_impl
+        rotate_inplace(q, k, cos, sin, interleaved, inverse, backend)
         ctx.mark_dirty(q, k)
         ctx.interleaved, ctx.inverse, ctx.backend = interleaved, inverse, backend
         ctx.shapes = (q.shape, k.shape)
@@ -437,12 +504,29 @@ class _RotateQKInPlace(torch.autograd.Function):
         return _qk_backward(ctx, grad_q, grad_k, None, None, cos, sin)
 
 
+def _plain_call(*tensors: torch.Tensor) -> bool:
+    """Whether no derivative can be asked of this call: no tensor requires a gradient (or grad
+    mode is off), no ``torch.func`` transform and no forward-mode AD level is active. Then the
+    kernel runs without the autograd.Function around it (which costs tens of microseconds per
+    call, binding its arguments) and gives the same bits."""
+    if torch.compiler.is_compiling():
+        return False
+    transforms_active = getattr(torch._C, "_are_functorch_transforms_active", None)
+    if transforms_active is None or transforms_active():
+        return False
+    if getattr(torch.autograd.forward_ad, "_current_level", 0) >= 0:
+        return False
+    return not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
+
+
 def rotate(
     x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool, *,
     inverse: bool = False, backend: str = "auto",
 ) -> torch.Tensor:
     """Rotate ``x`` by ``cos``/``sin`` (already checked and cast to ``x.dtype``); with
     ``inverse``, by the opposite angles."""
+    if _plain_call(x, cos, sin):
+        return _rotate_impl(x, cos, sin, interleaved, inverse, backend)
     if torch.compiler.is_compiling():
         return _RotateForCompile.apply(x, cos, sin, interleaved, inverse, backend)
     return _Rotate.apply(x, cos, sin, interleaved, inverse, backend)
@@ -454,6 +538,11 @@ def rotate_qk(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Rotate ``q`` and ``k`` by the same ``cos``/``sin`` (one kernel call); ``inplace`` writes
     the result into ``q`` and ``k`` and returns them."""
+    if _plain_call(q, k, cos, sin):
+        if inplace:
+            _rotate_qk_inplace_impl(q, k, cos, sin, interleaved, inverse, backend)
+            return q, k
+        return _rotate_qk_impl(q, k, cos, sin, interleaved, inverse, backend)
     if inplace:
         return _RotateQKInPlace.apply(q, k, cos, sin, interleaved, inverse, backend)
     if torch.compiler.is_compiling():

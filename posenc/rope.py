@@ -376,11 +376,12 @@ def _check_cos_sin(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> int
             f"cos.shape[-1] must be even and in [2, x.shape[-1]={x.shape[-1]}] (the rotary "
             f"width; channels are rotated in pairs), got {width}"
         )
-    lead = tuple(x.shape[:-1])
-    try:
-        ok = tuple(torch.broadcast_shapes(lead, tuple(cos.shape[:-1]))) == lead
-    except RuntimeError:
-        ok = False
+    # Each axis of cos (right-aligned) is 1 or that of x: broadcasting that never enlarges x.
+    # (Written out: torch.broadcast_shapes costs more than the rotation of a short sequence.)
+    lead = x.shape[:-1]
+    ok = len(cos.shape) - 1 <= len(lead) and all(
+        c == 1 or c == n for c, n in zip(reversed(cos.shape[:-1]), reversed(lead))
+    )
     if not ok:
         raise ValueError(
             f"cos/sin of shape {tuple(cos.shape)} must broadcast to x of shape {tuple(x.shape)} "

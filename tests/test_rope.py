@@ -10,9 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from posenc._dtypes import round_once
+from posenc import _rotation
 from posenc.rope import (
     RotaryEmbedding,
     apply_rope,
+    apply_rope_qk,
     half_to_interleaved,
     interleaved_to_half,
     permute_for_half_layout,
@@ -275,6 +277,48 @@ def test_apply_rope_non_contiguous_input() -> None:
     x = torch.randn(2, 7, 3, 8).transpose(1, 2)  # (batch, heads, seq, dim) view of (batch, seq, heads, dim)
     cos, sin = rope_cos_sin(7, 8)
     torch.testing.assert_close(apply_rope(x, cos, sin), apply_rope(x.contiguous(), cos, sin), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+@pytest.mark.parametrize(
+    "shape, cos_batch",
+    [
+        ((2, 8, 512, 128), False),  # blocks of whole (batch, head) slices
+        ((1, 1, 16384, 64), False),  # one long slice: blocks of rows
+        ((2, 8, 512, 128), True),  # per-sample cos (batch, 1, seq, w): axes do not merge
+    ],
+)
+def test_cpu_blocks_give_the_unblocked_bits(
+    layout: str, shape: tuple[int, ...], cos_batch: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Large CPU tensors are rotated block by block (cache-sized); the bits must not change.
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(0))
+    width = shape[-1] - 16  # partial rotary: the pass-through channels are copied per block too
+    positions = torch.arange(shape[2]).expand(shape[0], -1) + torch.arange(shape[0])[:, None]
+    cos, sin = rope_cos_sin(positions if cos_batch else shape[2], width, layout=layout)
+    if cos_batch:
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    assert x.numel() * x.element_size() > 4 * _rotation._CPU_BLOCK_BYTES
+    assert (_rotation._cpu_blocks(x, cos, sin, x) is None) == cos_batch
+    blocked = apply_rope(x, cos, sin, layout=layout)
+    blocked_inplace = apply_rope_qk(x.clone(), x.clone(), cos, sin, layout=layout, inplace=True)[0]
+    monkeypatch.setattr(_rotation, "_CPU_BLOCK_BYTES", 1 << 40)
+    whole = apply_rope(x, cos, sin, layout=layout)
+    assert torch.equal(blocked, whole)
+    assert torch.equal(blocked_inplace, whole)
+
+
+def test_apply_rope_forward_mode_ad_outside_torch_func() -> None:
+    # torch.autograd.forward_ad dual tensors do not require grad; the tangent must still flow.
+    import torch.autograd.forward_ad as fwAD
+
+    x, tangent = torch.randn(2, 3, 5, 8), torch.randn(2, 3, 5, 8)
+    cos, sin = rope_cos_sin(5, 8)
+    with fwAD.dual_level():
+        out = apply_rope(fwAD.make_dual(x, tangent), cos, sin)
+        primal, out_tangent = fwAD.unpack_dual(out)
+    assert torch.equal(primal, apply_rope(x, cos, sin))
+    assert out_tangent is not None and torch.equal(out_tangent, apply_rope(tangent, cos, sin))
 
 
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
