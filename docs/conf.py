@@ -41,6 +41,7 @@ extensions = [
     "posenc_explorers",
     "posenc_ledger",
     "posenc_conventions",
+    "posenc_benchmarks",
 ]
 
 root_doc = "index"

@@ -396,15 +396,21 @@ class _Rotate(_RotateForCompile):
     @staticmethod
     def jvp(ctx, x_t, cos_t, sin_t, *_):  # type: ignore[no-untyped-def]
         x, cos, sin = ctx.saved_tensors
-        out_t = None
-        if x_t is not None:
-            out_t = rotate(x_t, cos, sin, ctx.interleaved, inverse=ctx.inverse, backend=ctx.backend)
-        if cos_t is not None or sin_t is not None:
-            cos_t = torch.zeros_like(cos) if cos_t is None else cos_t
-            sin_t = torch.zeros_like(sin) if sin_t is None else sin_t
-            term = _rotation_of_cos_sin(x, cos_t, sin_t, ctx.interleaved, ctx.inverse)
-            out_t = term if out_t is None else out_t + term
-        return out_t
+        return _tangent(ctx, x, x_t, cos, sin, cos_t, sin_t)
+
+
+def _tangent(ctx, x, x_t, cos, sin, cos_t, sin_t):  # type: ignore[no-untyped-def]
+    """Forward-mode derivative of one rotated tensor: the rotation of ``x_t`` plus the change
+    that ``cos_t``/``sin_t`` make; None when no tangent reaches it."""
+    out_t = None
+    if x_t is not None:
+        out_t = rotate(x_t, cos, sin, ctx.interleaved, inverse=ctx.inverse, backend=ctx.backend)
+    if cos_t is not None or sin_t is not None:
+        cos_t = torch.zeros_like(cos) if cos_t is None else cos_t
+        sin_t = torch.zeros_like(sin) if sin_t is None else sin_t
+        term = _rotation_of_cos_sin(x, cos_t, sin_t, ctx.interleaved, ctx.inverse)
+        out_t = term if out_t is None else out_t + term
+    return out_t
 
 
 class _RotateQKForCompile(torch.autograd.Function):
@@ -469,18 +475,8 @@ class _RotateQK(_RotateQKForCompile):
     @staticmethod
     def jvp(ctx, q_t, k_t, cos_t, sin_t, *_):  # type: ignore[no-untyped-def]
         q, k, cos, sin = ctx.saved_tensors
-        outs = []
-        for x, x_t in ((q, q_t), (k, k_t)):
-            out_t = None
-            if x_t is not None:
-                out_t = rotate(x_t, cos, sin, ctx.interleaved, inverse=ctx.inverse, backend=ctx.backend)
-            if cos_t is not None or sin_t is not None:
-                dc = torch.zeros_like(cos) if cos_t is None else cos_t
-                ds = torch.zeros_like(sin) if sin_t is None else sin_t
-                term = _rotation_of_cos_sin(x, dc, ds, ctx.interleaved, ctx.inverse)
-                out_t = term if out_t is None else out_t + term
-            outs.append(torch.zeros_like(x) if out_t is None else out_t)
-        return tuple(outs)
+        outs = [_tangent(ctx, x, x_t, cos, sin, cos_t, sin_t) for x, x_t in ((q, q_t), (k, k_t))]
+        return tuple(torch.zeros_like(x) if t is None else t for x, t in zip((q, k), outs))
 
 
 class _RotateQKInPlace(torch.autograd.Function):

@@ -143,14 +143,16 @@ def rope_implementations(
 
 @dataclass(frozen=True)
 class RopeTiming:
-    """One implementation at one size: median milliseconds, effective GB/s and the fraction of
-    the copy's bandwidth measured in the same run."""
+    """One implementation at one size: median milliseconds, the bytes it must move (the copy's
+    own for ``copy``), effective GB/s and the fraction of the copy's bandwidth measured in the
+    same run."""
 
     implementation: str
     shape: Shape
     dtype: str
     device: str
     ms: float
+    bytes_moved: int
     gb_per_s: float
     fraction_of_copy: float
 
@@ -185,6 +187,7 @@ def time_rope(
                 dtype=str(dtype).removeprefix("torch."),
                 device=str(torch.device(device).type),
                 ms=1e3 * s,
+                bytes_moved=nbytes,
                 gb_per_s=nbytes / s / 1e9,
                 fraction_of_copy=(nbytes / s) / copy_bandwidth,
             )

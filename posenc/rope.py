@@ -435,7 +435,7 @@ def apply_rope(
         ``"half"`` (default) or ``"interleaved"``; must match the layout of ``cos``/``sin``.
     backend : str, optional
         ``"auto"`` (default): the Triton kernel for float32, float16 and bfloat16 CUDA tensors
-        when ``triton`` is installed and the last axis has unit stride, PyTorch otherwise.
+        when ``triton`` is installed, PyTorch otherwise.
         ``"torch"``: always PyTorch. ``"triton"``: always the kernel (CUDA tensors, or CPU tensors
         under ``TRITON_INTERPRET=1``); an error says why when it cannot run.
 
