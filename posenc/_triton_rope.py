@@ -155,9 +155,10 @@ def _rope_kernel(
         )
 
 
-# Elements of one half-tile (BLOCK_S positions x HALF_P2 pairs): large enough to keep the memory
-# system busy, small enough to leave registers for the eight loaded operands.
-_TILE_ELEMENTS = 4096
+# Elements of one half-tile (BLOCK_S positions x HALF_P2 pairs). With 4 warps each thread holds
+# 16 of each of the six loaded operands (x, cos and sin for both members of a pair), about 100
+# registers: no spilling, and several programs per multiprocessor to keep loads in flight.
+_TILE_ELEMENTS = 2048
 
 
 def _as_4d(t: torch.Tensor) -> torch.Tensor | None:
