@@ -11,12 +11,19 @@ each product rounded, then the sum rounded — the bits of Hugging Face's
 ``x * cos + rotate_half(x) * sin``. No fused multiply-add: ``addcmul`` would round once less and
 disagree with that formula in about one entry in seven.
 
-The arithmetic lives in one custom operator, ``posenc::rope_rotate``, which writes each half of
-the output in place (no full-size temporaries). Being an operator, it is opaque to
-``torch.compile``: a compiled graph calls the same kernel instead of re-deriving the formula, so
-eager, autograd, compiled and ``torch.func`` calls return identical bits. An
-:class:`torch.autograd.Function` on top gives it a backward (the rotation by :math:`-\theta`,
-itself a call of the operator), a forward-mode derivative and a batching rule for ``torch.vmap``.
+Two implementations, chosen per call by ``backend`` (:func:`_kernel_inputs`): on CUDA, one
+Triton kernel (:mod:`posenc._triton_rope`) that reads each element once and writes it once, for
+queries and keys together; elsewhere, six elementwise PyTorch operations that write each half of
+the output in place (no full-size temporaries), over cache-sized blocks on a CPU. Both give the
+same bits.
+
+For ``torch.compile`` the kernels are custom operators (``posenc::rope_rotate``,
+``posenc::rope_rotate_qk`` and the in-place ``posenc::rope_rotate_qk_``): opaque, so a compiled
+graph calls the same arithmetic instead of re-deriving the formula, and eager, autograd, compiled
+and ``torch.func`` calls return identical bits. :class:`torch.autograd.Function`\ s on top give
+them a backward (the rotation by :math:`-\theta`, itself a call of the kernel), a forward-mode
+derivative and a batching rule for ``torch.vmap``. Eager calls run the implementations directly,
+and without the Function when no derivative can be asked (:func:`_plain_call`).
 """
 
 from __future__ import annotations
@@ -539,6 +546,14 @@ def rotate_qk(
             _rotate_qk_inplace_impl(q, k, cos, sin, interleaved, inverse, backend)
             return q, k
         return _rotate_qk_impl(q, k, cos, sin, interleaved, inverse, backend)
+    if inplace and torch.compiler.is_compiling():
+        # Dynamo does not trace ctx.mark_dirty: without gradients, the in-place operator (which
+        # compilation functionalises); with them, the rotation out of place, copied back.
+        if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, cos, sin)):
+            out_q, out_k = _RotateQKForCompile.apply(q, k, cos, sin, interleaved, inverse, backend)
+            return q.copy_(out_q), k.copy_(out_k)
+        _rope_rotate_qk_(q, k, cos, sin, interleaved, inverse, backend)
+        return q, k
     if inplace:
         return _RotateQKInPlace.apply(q, k, cos, sin, interleaved, inverse, backend)
     if torch.compiler.is_compiling():

@@ -191,6 +191,34 @@ def test_kernel_under_torch_compile() -> None:
         _same(got, want)
 
 
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_inplace_under_torch_compile(backend: str) -> None:
+    torch._dynamo.reset()
+    q, k = _randn(1, 2, 5, 8), _randn(1, 2, 5, 8, seed=1)
+    cos, sin = _cos_sin(5, 8, "half")
+    want = apply_rope_qk(q, k, cos, sin, backend="torch")
+
+    def f(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        apply_rope_qk(a, b, cos, sin, inplace=True, backend=backend)
+        return a * 2, b * 2
+
+    compiled = torch.compile(f, backend="aot_eager", fullgraph=True)
+    q_in, k_in = q.clone(), k.clone()
+    doubled = compiled(q_in, k_in)
+    _same(q_in, want[0])
+    _same(k_in, want[1])
+    _same(doubled[0], want[0] * 2)
+    # With gradients: the leaves' gradients are those of the out-of-place rotation.
+    leaf_q, leaf_k = q.clone().requires_grad_(), k.clone().requires_grad_()
+    out_q, out_k = compiled(leaf_q * 1.0, leaf_k * 1.0)
+    (out_q.sum() + out_k.square().sum()).backward()
+    ref_q, ref_k = q.clone().requires_grad_(), k.clone().requires_grad_()
+    rq, rk = apply_rope_qk(ref_q, ref_k, cos, sin, backend="torch")
+    ((rq * 2).sum() + (rk * 2).square().sum()).backward()
+    _same(leaf_q.grad, ref_q.grad)
+    _same(leaf_k.grad, ref_k.grad)
+
+
 # ---------------------------------------------------------------------------------------------
 # Choosing the backend, and bad input
 # ---------------------------------------------------------------------------------------------
