@@ -67,65 +67,92 @@ def _round(x, dtype: tl.constexpr, IS_BF16: tl.constexpr):
 
 
 @triton.jit
+def _load_pairs(row_ptr, row_ok, WIDTH: tl.constexpr, HALF_P2: tl.constexpr, BLOCK_S: tl.constexpr,
+                INTERLEAVED: tl.constexpr, IS_BF16: tl.constexpr):
+    """The two members of every pair of ``BLOCK_S`` rows, in float32: ``(x_a, x_b)``."""
+    if INTERLEAVED:
+        # One contiguous load of the row, split into even and odd channels (vector loads,
+        # where two strided loads would each fetch every other element).
+        cols = tl.arange(0, 2 * HALF_P2)[None, :]
+        t = _to_f32(tl.load(row_ptr + cols, mask=row_ok[:, None] & (cols < WIDTH)), IS_BF16)
+        a, b = tl.split(tl.reshape(t, (BLOCK_S, HALF_P2, 2)))
+    else:
+        half = tl.arange(0, HALF_P2)[None, :]
+        mask = row_ok[:, None] & (half < WIDTH // 2)
+        a = _to_f32(tl.load(row_ptr + half, mask=mask), IS_BF16)
+        b = _to_f32(tl.load(row_ptr + half + WIDTH // 2, mask=mask), IS_BF16)
+    return a, b
+
+
+@triton.jit
+def _store_pairs(row_ptr, a, b, row_ok, WIDTH: tl.constexpr, HALF_P2: tl.constexpr,
+                 BLOCK_S: tl.constexpr, INTERLEAVED: tl.constexpr):
+    """Store ``(y_a, y_b)`` (already in the output dtype) where :func:`_load_pairs` read."""
+    if INTERLEAVED:
+        cols = tl.arange(0, 2 * HALF_P2)[None, :]
+        t = tl.reshape(tl.join(a, b), (BLOCK_S, 2 * HALF_P2))
+        tl.store(row_ptr + cols, t, mask=row_ok[:, None] & (cols < WIDTH))
+    else:
+        half = tl.arange(0, HALF_P2)[None, :]
+        mask = row_ok[:, None] & (half < WIDTH // 2)
+        tl.store(row_ptr + half, a, mask=mask)
+        tl.store(row_ptr + half + WIDTH // 2, b, mask=mask)
+
+
+@triton.jit
 def _rotate_tile(
     x_ptr, o_ptr, cos_ptr, sin_ptr, tile, heads, seq, n_blocks,
     x_sb, x_sh, x_ss, o_sb, o_sh, o_ss, c_sb, c_sh, c_ss,
     DIM: tl.constexpr, WIDTH: tl.constexpr, HALF_P2: tl.constexpr, PASS_P2: tl.constexpr,
-    BLOCK_S: tl.constexpr, INTERLEAVED: tl.constexpr, INVERSE: tl.constexpr,
-    COPY_PASS: tl.constexpr,
+    BLOCK_S: tl.constexpr, HEADS: tl.constexpr, INTERLEAVED: tl.constexpr,
+    INVERSE: tl.constexpr, COPY_PASS: tl.constexpr,
 ):
+    """Rotate ``BLOCK_S`` positions of ``HEADS`` consecutive heads of one batch entry. With
+    ``HEADS > 1`` cos/sin do not vary with the head (``c_sh == 0``): loaded once, used for each."""
     dtype = o_ptr.dtype.element_ty
     IS_BF16: tl.constexpr = dtype == tl.bfloat16
-    bh = tile // n_blocks
-    b = (bh // heads).to(tl.int64)
-    h = (bh % heads).to(tl.int64)
+    groups = (heads + HEADS - 1) // HEADS
+    bg = tile // n_blocks
+    b = (bg // groups).to(tl.int64)
+    h0 = ((bg % groups) * HEADS).to(tl.int64)
     rows = (tile % n_blocks) * BLOCK_S + tl.arange(0, BLOCK_S)
     row_ok = rows < seq
-    rows = rows.to(tl.int64)
-    x_row = x_ptr + b * x_sb + h * x_sh + rows[:, None] * x_ss
-    o_row = o_ptr + b * o_sb + h * o_sh + rows[:, None] * o_ss
-    c_off = b * c_sb + h * c_sh + rows[:, None] * c_ss
+    rows = rows.to(tl.int64)[:, None]
 
-    half = tl.arange(0, HALF_P2)[None, :]
-    mask = row_ok[:, None] & (half < WIDTH // 2)
-    if INTERLEAVED:
-        col_a = 2 * half
-        col_b = 2 * half + 1
-    else:
-        col_a = half
-        col_b = half + WIDTH // 2
-
-    xa = _to_f32(tl.load(x_row + col_a, mask=mask), IS_BF16)
-    xb = _to_f32(tl.load(x_row + col_b, mask=mask), IS_BF16)
-    ca = _to_f32(tl.load(cos_ptr + c_off + col_a, mask=mask), IS_BF16)
-    cb = _to_f32(tl.load(cos_ptr + c_off + col_b, mask=mask), IS_BF16)
+    c_row = b * c_sb + h0 * c_sh + rows * c_ss
+    ca, cb = _load_pairs(cos_ptr + c_row, row_ok, WIDTH, HALF_P2, BLOCK_S, INTERLEAVED, IS_BF16)
+    sa, sb = _load_pairs(sin_ptr + c_row, row_ok, WIDTH, HALF_P2, BLOCK_S, INTERLEAVED, IS_BF16)
     if INVERSE:
-        s_for_a = _to_f32(tl.load(sin_ptr + c_off + col_b, mask=mask), IS_BF16)
-        s_for_b = _to_f32(tl.load(sin_ptr + c_off + col_a, mask=mask), IS_BF16)
+        # The rotation by -theta: y_a = x_a c_a + x_b s_b, y_b = x_b c_b - x_a s_a.
+        s_for_a, s_for_b = sb, sa
     else:
-        s_for_a = _to_f32(tl.load(sin_ptr + c_off + col_a, mask=mask), IS_BF16)
-        s_for_b = _to_f32(tl.load(sin_ptr + c_off + col_b, mask=mask), IS_BF16)
+        s_for_a, s_for_b = sa, sb
 
-    # Each product rounded to the dtype, then the sum: PyTorch's mul, then sub/add.
-    pa1 = _to_f32(_round(xa * ca, dtype, IS_BF16), IS_BF16)
-    pa2 = _to_f32(_round(xb * s_for_a, dtype, IS_BF16), IS_BF16)
-    pb1 = _to_f32(_round(xb * cb, dtype, IS_BF16), IS_BF16)
-    pb2 = _to_f32(_round(xa * s_for_b, dtype, IS_BF16), IS_BF16)
-    if INVERSE:
-        ya = pa1 + pa2
-        yb = pb1 - pb2
-    else:
-        ya = pa1 - pa2
-        yb = pb1 + pb2
-    tl.store(o_row + col_a, _round(ya, dtype, IS_BF16), mask=mask)
-    tl.store(o_row + col_b, _round(yb, dtype, IS_BF16), mask=mask)
-
-    if COPY_PASS:
-        # Partial rotary, out of place: channels WIDTH .. DIM-1 pass through.
-        for start in tl.static_range(WIDTH, DIM, PASS_P2):
-            cols = start + tl.arange(0, PASS_P2)[None, :]
-            pmask = row_ok[:, None] & (cols < DIM)
-            tl.store(o_row + cols, tl.load(x_row + cols, mask=pmask), mask=pmask)
+    for g in tl.static_range(HEADS):
+        h = h0 + g
+        ok = row_ok & (h < heads)
+        x_row = x_ptr + b * x_sb + h * x_sh + rows * x_ss
+        o_row = o_ptr + b * o_sb + h * o_sh + rows * o_ss
+        xa, xb = _load_pairs(x_row, ok, WIDTH, HALF_P2, BLOCK_S, INTERLEAVED, IS_BF16)
+        # Each product rounded to the dtype, then the sum: PyTorch's mul, then sub/add.
+        pa1 = _to_f32(_round(xa * ca, dtype, IS_BF16), IS_BF16)
+        pa2 = _to_f32(_round(xb * s_for_a, dtype, IS_BF16), IS_BF16)
+        pb1 = _to_f32(_round(xb * cb, dtype, IS_BF16), IS_BF16)
+        pb2 = _to_f32(_round(xa * s_for_b, dtype, IS_BF16), IS_BF16)
+        if INVERSE:
+            ya = pa1 + pa2
+            yb = pb1 - pb2
+        else:
+            ya = pa1 - pa2
+            yb = pb1 + pb2
+        _store_pairs(o_row, _round(ya, dtype, IS_BF16), _round(yb, dtype, IS_BF16), ok,
+                     WIDTH, HALF_P2, BLOCK_S, INTERLEAVED)
+        if COPY_PASS:
+            # Partial rotary, out of place: channels WIDTH .. DIM-1 pass through.
+            for start in tl.static_range(WIDTH, DIM, PASS_P2):
+                cols = start + tl.arange(0, PASS_P2)[None, :]
+                pmask = ok[:, None] & (cols < DIM)
+                tl.store(o_row + cols, tl.load(x_row + cols, mask=pmask), mask=pmask)
 
 
 @triton.jit
@@ -136,8 +163,8 @@ def _rope_kernel(
     k_heads, k_seq, k_blocks,
     k_sb, k_sh, k_ss, ko_sb, ko_sh, ko_ss, kc_sb, kc_sh, kc_ss,
     DIM: tl.constexpr, WIDTH: tl.constexpr, HALF_P2: tl.constexpr, PASS_P2: tl.constexpr,
-    BLOCK_S: tl.constexpr, INTERLEAVED: tl.constexpr, INVERSE: tl.constexpr,
-    COPY_PASS: tl.constexpr,
+    BLOCK_S: tl.constexpr, HEADS: tl.constexpr, INTERLEAVED: tl.constexpr,
+    INVERSE: tl.constexpr, COPY_PASS: tl.constexpr,
 ):
     # One flat grid: the first q_tiles programs rotate q, the rest rotate k.
     pid = tl.program_id(0)
@@ -145,13 +172,13 @@ def _rope_kernel(
         _rotate_tile(
             q_ptr, qo_ptr, cos_ptr, sin_ptr, pid, q_heads, q_seq, q_blocks,
             q_sb, q_sh, q_ss, qo_sb, qo_sh, qo_ss, qc_sb, qc_sh, qc_ss,
-            DIM, WIDTH, HALF_P2, PASS_P2, BLOCK_S, INTERLEAVED, INVERSE, COPY_PASS,
+            DIM, WIDTH, HALF_P2, PASS_P2, BLOCK_S, HEADS, INTERLEAVED, INVERSE, COPY_PASS,
         )
     else:
         _rotate_tile(
             k_ptr, ko_ptr, cos_ptr, sin_ptr, pid - q_tiles, k_heads, k_seq, k_blocks,
             k_sb, k_sh, k_ss, ko_sb, ko_sh, ko_ss, kc_sb, kc_sh, kc_ss,
-            DIM, WIDTH, HALF_P2, PASS_P2, BLOCK_S, INTERLEAVED, INVERSE, COPY_PASS,
+            DIM, WIDTH, HALF_P2, PASS_P2, BLOCK_S, HEADS, INTERLEAVED, INVERSE, COPY_PASS,
         )
 
 
@@ -159,6 +186,8 @@ def _rope_kernel(
 # 16 of each of the six loaded operands (x, cos and sin for both members of a pair), about 100
 # registers: no spilling, and several programs per multiprocessor to keep loads in flight.
 _TILE_ELEMENTS = 2048
+# Heads rotated by one program when cos/sin do not depend on the head.
+_HEADS_PER_PROGRAM = 4
 
 
 def _as_4d(t: torch.Tensor) -> torch.Tensor | None:
@@ -197,34 +226,56 @@ def launch(
     :func:`cos_fits`; all pairs are in place or none.
     """
     width = cos.shape[-1]
-    dim = pairs[0][0].shape[-1]
-    args: list[object] = []
-    tiles = []
-    half_p2 = triton.next_power_of_2(width // 2)
-    block_s = max(1, min(128, _TILE_ELEMENTS // half_p2))
+    views = []
     for x, out in pairs:
         c4 = _as_4d(cos.expand(*x.shape[:-1], width))
         x4, o4 = _as_4d(x), _as_4d(out)
         assert c4 is not None and x4 is not None and o4 is not None
+        views.append((x4, o4, c4))
+    # cos/sin shared by the heads (the usual case: (seq, w) or (batch, 1, seq, w)): each program
+    # rotates several heads with one load of them, cutting their reads from cache.
+    heads_per_program = _HEADS_PER_PROGRAM if all(c4.stride(1) == 0 for _, _, c4 in views) else 1
+    constants = kernel_constants(
+        pairs[0][0].shape[-1], width, interleaved, inverse,
+        copy_pass=pairs[0][1] is not pairs[0][0], heads_per_program=heads_per_program,
+    )
+    args = []
+    for x4, o4, c4 in views:
         batch, heads, seq, _ = x4.shape
-        blocks = triton.cdiv(seq, block_s)
-        tiles.append(batch * heads * blocks)
-        args.append((heads, seq, blocks, x4, o4, c4))
-    if len(pairs) == 1:
-        args.append(args[0])
-        tiles.append(0)
-    (qh, qs, qb, q4, qo4, qc4), (kh, ks, kb, k4, ko4, kc4) = args  # type: ignore[misc]
-    grid = (tiles[0] + tiles[1],)
-    _rope_kernel[grid](
+        blocks = triton.cdiv(seq, constants["BLOCK_S"])
+        tiles = batch * triton.cdiv(heads, heads_per_program) * blocks
+        args.append((heads, seq, blocks, tiles, x4, o4, c4))
+    if len(args) == 1:
+        args.append((*args[0][:3], 0, *args[0][4:]))  # no k: no programs for it
+    (qh, qs, qb, q_tiles, q4, qo4, qc4), (kh, ks, kb, k_tiles, k4, ko4, kc4) = args
+    _rope_kernel[(q_tiles + k_tiles,)](
         q4, qo4, k4, ko4, cos, sin,
-        qh, qs, qb, tiles[0],
+        qh, qs, qb, q_tiles,
         *q4.stride()[:3], *qo4.stride()[:3], *qc4.stride()[:3],
         kh, ks, kb,
         *k4.stride()[:3], *ko4.stride()[:3], *kc4.stride()[:3],
-        DIM=dim, WIDTH=width, HALF_P2=half_p2,
-        PASS_P2=min(triton.next_power_of_2(max(dim - width, 1)), 128),
-        BLOCK_S=block_s, INTERLEAVED=interleaved, INVERSE=inverse,
-        COPY_PASS=pairs[0][1] is not pairs[0][0] and width < dim,
-        enable_fp_fusion=False,
-        num_warps=4,
+        **constants,
+        **LAUNCH_OPTIONS,
     )
+
+
+def kernel_constants(
+    dim: int, width: int, interleaved: bool, inverse: bool, *, copy_pass: bool, heads_per_program: int
+) -> dict[str, int | bool]:
+    """The compile-time arguments of :func:`_rope_kernel` for one call."""
+    half_p2 = triton.next_power_of_2(width // 2)
+    return {
+        "DIM": dim,
+        "WIDTH": width,
+        "HALF_P2": half_p2,
+        "PASS_P2": min(triton.next_power_of_2(max(dim - width, 1)), 128),
+        "BLOCK_S": max(1, min(128, _TILE_ELEMENTS // half_p2)),
+        "HEADS": heads_per_program,
+        "INTERLEAVED": interleaved,
+        "INVERSE": inverse,
+        "COPY_PASS": copy_pass and width < dim,
+    }
+
+
+#: Launch options: no fused multiply-add (each product rounded, as in PyTorch), 4 warps.
+LAUNCH_OPTIONS = {"enable_fp_fusion": False, "num_warps": 4}

@@ -102,6 +102,11 @@ def test_kernel_strided_and_batched_layouts() -> None:
     cos_b, sin_b = rope_cos_sin(positions, 16, dtype=torch.float32)
     cos_b, sin_b = cos_b.unsqueeze(1).to(DEVICE), sin_b.unsqueeze(1).to(DEVICE)
     _same(apply_rope(q, cos_b, sin_b, backend="triton"), apply_rope(q, cos_b, sin_b, backend="torch"))
+    # cos/sin that differ per head (shape (1, heads, seq, w)): one head per program.
+    per_head = torch.arange(27).reshape(3, 9) * torch.tensor([1, 2, 3])[:, None]
+    cos_h, sin_h = rope_cos_sin(per_head, 16, dtype=torch.float32)
+    cos_h, sin_h = cos_h.unsqueeze(0).to(DEVICE), sin_h.unsqueeze(0).to(DEVICE)
+    _same(apply_rope(q, cos_h, sin_h, backend="triton"), apply_rope(q, cos_h, sin_h, backend="torch"))
     # 3-d and 5-d inputs (leading axes merged into batch and heads).
     for shape in [(3, 9, 16), (2, 2, 3, 9, 16)]:
         x = _randn(*shape)

@@ -269,9 +269,9 @@ assert long_share < 0.1 and step_share > 0.25
 # On a GPU
 # --------
 # On CUDA tensors :func:`posenc.apply_rope` and :func:`posenc.apply_rope_qk` run one Triton kernel.
-# Each program of the kernel loads a tile of positions of one head of ``q`` or ``k``, rotates it
-# in registers and stores it, so every element is read once and written once: the traffic of the
-# copy. The arithmetic is the PyTorch path's, rounding for rounding, and the tests check the
+# Each program of the kernel takes a block of positions of four heads of ``q`` or ``k``, loads
+# their cos and sin once, rotates the four tiles in registers and stores them, so every element of
+# ``q`` and ``k`` is read once and written once: the traffic of the copy. The arithmetic is the PyTorch path's, rounding for rounding, and the tests check the
 # bits against it. Without a GPU, they run the kernel in Triton's CPU interpreter. The numbers in
 # this section were not measured while this site was built: the build machine has no GPU. They
 # were recorded with the benchmark script on the machine named in each table and committed to the
