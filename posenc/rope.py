@@ -357,6 +357,11 @@ def _check_cos_sin(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> int
         raise ValueError(
             f"cos and sin must have the same shape, got {tuple(cos.shape)} and {tuple(sin.shape)}"
         )
+    if cos.device != x.device or sin.device != x.device:
+        # PyTorch would raise only on some paths; a GPU kernel would read a host pointer.
+        raise ValueError(
+            f"cos and sin must be on x's device {x.device}, got {cos.device} and {sin.device}"
+        )
     if x.ndim == 0 or cos.ndim == 0:
         raise ValueError(
             f"x and cos must have at least 1 dimension, got shapes {tuple(x.shape)} and "

@@ -263,6 +263,8 @@ def test_bad_backend_and_arguments() -> None:
         apply_rope_qk(x, x.clone(), cos, sin, inplace=1)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="gradients of cos/sin"):
         apply_rope_qk(x.clone(), x.clone(), cos.requires_grad_(), sin, inplace=True)
+    with pytest.raises(ValueError, match="cos and sin must be on x's device meta, got cpu"):
+        apply_rope(torch.empty(1, 2, 4, 8, device="meta"), cos.detach().cpu(), sin.cpu())
     cos = cos.detach()
     with pytest.raises(ValueError, match="own its memory"):
         apply_rope_qk(x[:, :1].expand(1, 2, 4, 8), x.clone(), cos, sin, inplace=True)
