@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["BACKENDS", "pair_views", "rotate", "rotate_qk"]
+__all__ = ["BACKENDS", "pair_views", "rotate", "rotate_qk", "wants_grad"]
 
 
 def pair_views(t: torch.Tensor, width: int, interleaved: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -493,8 +493,9 @@ class _RotateQKInPlace(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, cos, sin, interleaved, inverse, backend):  # type: ignore[no-untyped-def,override]
-        rotate_inplace = _rope_rotate_qk_ if torch.compiler.is_compiling() else _rotate_qk_inplace_impl
-        rotate_inplace(q, k, cos, sin, interleaved, inverse, backend)
+        # Eager only: under torch.compile rotate_qk does not use this Function (Dynamo does not
+        # trace mark_dirty).
+        _rotate_qk_inplace_impl(q, k, cos, sin, interleaved, inverse, backend)
         ctx.mark_dirty(q, k)
         ctx.interleaved, ctx.inverse, ctx.backend = interleaved, inverse, backend
         ctx.shapes = (q.shape, k.shape)
@@ -505,6 +506,11 @@ class _RotateQKInPlace(torch.autograd.Function):
     def backward(ctx, grad_q, grad_k):  # type: ignore[no-untyped-def]
         cos, sin = ctx.saved_tensors
         return _qk_backward(ctx, grad_q, grad_k, None, None, cos, sin)
+
+
+def wants_grad(*tensors: torch.Tensor) -> bool:
+    """Whether autograd records a call on ``tensors``: grad mode on and one of them requires it."""
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
 
 
 def _plain_call(*tensors: torch.Tensor) -> bool:
@@ -519,7 +525,7 @@ def _plain_call(*tensors: torch.Tensor) -> bool:
         return False
     if getattr(torch.autograd.forward_ad, "_current_level", 0) >= 0:
         return False
-    return not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
+    return not wants_grad(*tensors)
 
 
 def rotate(
@@ -549,7 +555,7 @@ def rotate_qk(
     if inplace and torch.compiler.is_compiling():
         # Dynamo does not trace ctx.mark_dirty: without gradients, the in-place operator (which
         # compilation functionalises); with them, the rotation out of place, copied back.
-        if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, cos, sin)):
+        if wants_grad(q, k, cos, sin):
             out_q, out_k = _RotateQKForCompile.apply(q, k, cos, sin, interleaved, inverse, backend)
             return q.copy_(out_q), k.copy_(out_k)
         _rope_rotate_qk_(q, k, cos, sin, interleaved, inverse, backend)

@@ -3,8 +3,9 @@ r"""The RoPE rotation as one Triton kernel: queries and keys in one launch.
 Imported only when the Triton backend is used (a CUDA tensor, or ``backend="triton"``), so that
 ``triton`` stays optional and ``TRITON_INTERPRET=1`` set before the first use takes effect.
 
-Each program rotates a tile of ``BLOCK_S`` positions of one ``(batch, head)`` of ``q`` or of
-``k``: it loads the two members of every pair, computes
+Each program rotates ``BLOCK_S`` positions of ``HEADS`` consecutive heads of one batch entry of
+``q`` or of ``k``: it loads cos/sin once (when they do not depend on the head; else ``HEADS`` is
+1), then for each head the two members of every pair, computes
 
 .. math::
 
@@ -12,11 +13,13 @@ Each program rotates a tile of ``BLOCK_S`` positions of one ``(batch, head)`` of
 
 (or, with ``INVERSE``, the rotation by :math:`-\theta`: :math:`y_a = x_a c_a + x_b s_b`,
 :math:`y_b = x_b c_b - x_a s_a`), and stores the result, so every element of ``q`` and ``k`` is
-read once and written once: the traffic of a copy, plus cos/sin (which stay in L2).
+read once and written once: the traffic of a copy, plus cos/sin.
 
 Bits: the arithmetic is that of the PyTorch path (:mod:`posenc._rotation`). Each product is
 computed in float32 and rounded to the tensor's dtype, then the difference is computed in float32
-and rounded — what PyTorch's ``mul``/``sub`` do for float16 and bfloat16 (float32 "opmath"). For
+and rounded — what PyTorch's ``mul``/``sub`` do for float16 and bfloat16 (float32 "opmath"). The
+compiler may do these float16 steps in float16 instructions: float32 has more than twice the
+significand bits plus two, so rounding through it gives the correctly rounded float16 result. For
 float32 the launch passes ``enable_fp_fusion=False``, so no product is fused into a multiply-add.
 bfloat16 is converted by integer arithmetic (round to nearest, ties to even), because Triton's
 interpreter rounds bfloat16 otherwise (ties away, and no carry into the exponent); on a GPU the
@@ -31,7 +34,9 @@ import torch
 import triton
 import triton.language as tl
 
-__all__ = ["DTYPES", "cos_fits", "interpreting", "launch", "x_fits"]
+__all__ = [
+    "DTYPES", "LAUNCH_OPTIONS", "cos_fits", "interpreting", "kernel_constants", "launch", "x_fits",
+]
 
 #: Floating dtypes the kernel handles; others take the PyTorch path.
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -209,7 +214,8 @@ def x_fits(x: torch.Tensor) -> bool:
 
 
 def cos_fits(x: torch.Tensor, cos: torch.Tensor) -> bool:
-    """Whether ``cos`` (unit last stride), broadcast to ``x``, has merging leading axes."""
+    """Whether ``cos`` broadcast to ``x`` has leading axes that merge (its unit last stride is
+    the caller's to ensure)."""
     return _as_4d(cos.expand(*x.shape[:-1], cos.shape[-1])) is not None
 
 

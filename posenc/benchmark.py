@@ -125,7 +125,8 @@ def rope_implementations(
         hf_cos, hf_sin = cos[None], sin[None]  # Hugging Face passes (batch, seq, dim)
         got = apply_rotary_pos_emb(q, k, hf_cos, hf_sin)
         # Not merely close: the same bits as Hugging Face's formula.
-        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+        if not (torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])):
+            raise RuntimeError("posenc.apply_rope_qk differs from Hugging Face's apply_rotary_pos_emb")
         fns["Hugging Face eager"] = lambda: apply_rotary_pos_emb(q, k, hf_cos, hf_sin)
         if compiled:
             hf_compiled = torch.compile(apply_rotary_pos_emb, dynamic=True)
@@ -133,8 +134,8 @@ def rope_implementations(
     # The complex form rotates interleaved pairs: compare it with posenc in that layout.
     meta = meta_complex_rope(q, k, freqs_cis)
     cos_i, sin_i = rope_cos_sin(seq, dim, layout="interleaved", dtype=q.dtype, device=q.device)
+    eps = torch.finfo(q.dtype).eps
     for got, ref in zip(meta, apply_rope_qk(q, k, cos_i, sin_i, layout="interleaved")):
-        eps = torch.finfo(q.dtype).eps
         torch.testing.assert_close(got, ref, rtol=4 * eps, atol=4 * eps * float(ref.abs().max()))
     fns["Meta complex"] = lambda: meta_complex_rope(q, k, freqs_cis)
     fns["posenc"] = lambda: apply_rope_qk(q, k, cos, sin)
@@ -234,7 +235,7 @@ CUDA_SHAPES: list[Shape] = [(1, 32, 1, 128), (1, 32, 4096, 128), (8, 32, 1024, 1
 
 
 def _targets(rows: Sequence[RopeTiming]) -> list[str]:
-    """The issue's targets, checked on the rows that exist: CPU float32 (4, 16, 1024, 128):
+    """The project's targets, checked on the rows that exist: CPU float32 (4, 16, 1024, 128):
     Hugging Face eager / posenc >= 2 and posenc / copy <= 2; CUDA bfloat16 (8, 32, 4096, 128):
     posenc at >= 90% of the copy's bandwidth and >= 1.3x Hugging Face compiled."""
     by = {(r.device, r.shape, r.dtype, r.implementation): r for r in rows}

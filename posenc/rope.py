@@ -46,7 +46,7 @@ from posenc._checks import (
 from posenc._dtypes import round_once
 from posenc._frequencies import inverse_frequencies
 from posenc._rope_scaling import ROPE_TYPES, RopeScaling, parse_scaling
-from posenc._rotation import BACKENDS, rotate, rotate_qk
+from posenc._rotation import BACKENDS, rotate, rotate_qk, wants_grad
 
 __all__ = [
     "ROPE_LAYOUTS",
@@ -475,8 +475,7 @@ def apply_rope_qk(
 
     ``apply_rope_qk(q, k, cos, sin)`` returns the bits of
     ``(apply_rope(q, cos, sin), apply_rope(k, cos, sin))``. With the Triton backend the two
-    tensors are rotated by one launch (forward and backward), which matters for short
-    sequences, where launches rather than memory traffic cost the time.
+    tensors are rotated by one kernel launch instead of two, forward and backward.
 
     ``inplace=True`` writes the results into ``q`` and ``k`` and returns them; nothing of the
     size of ``q`` or ``k`` is allocated. Autograd works through it (the backward is the rotation by
@@ -517,7 +516,7 @@ def apply_rope_qk(
             f"{tuple(q.shape)} and {k.dtype} of shape {tuple(k.shape)}"
         )
     if inplace:
-        if torch.is_grad_enabled() and (cos.requires_grad or sin.requires_grad):
+        if wants_grad(cos, sin):
             raise ValueError(
                 "inplace=True cannot give gradients of cos/sin (they need the q and k that the "
                 "rotation overwrites); pass inplace=False, or detach cos and sin"

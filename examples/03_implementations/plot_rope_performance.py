@@ -16,11 +16,12 @@ separately, on a machine that had a GPU.
 # ----------------
 # For ``q`` and ``k`` of shape ``(batch, heads, seq, head_dim)``, every element is read once and
 # written once; the cos and sin tables, of shape ``(seq, head_dim)``, are read once and are small
-# beside ``q`` and ``k``. :func:`posenc.benchmark.rope_bytes` counts these bytes. Against them, each
-# output element needs two products and one sum: three floating-point operations for 2 × 4 bytes
-# moved in float32, about 0.4 operations per byte. A processor does tens of operations in the time
-# it takes to move one byte from main memory, so the arithmetic is never the bottleneck. An
-# implementation is good when its time is close to that of a copy of ``q`` and ``k``.
+# beside ``q`` and ``k``. :func:`posenc.benchmark.rope_bytes` counts these bytes. Against them,
+# each output element needs two products and one sum: three floating-point operations for 2 × 4
+# bytes moved in float32, less than one operation per byte (the ratio is printed below). So
+# little arithmetic should cost almost nothing beside the memory traffic, and an implementation
+# is good when its time is close to that of a copy of ``q`` and ``k``; the timings further down
+# show that one implementation which does the arithmetic and moves the data once comes close.
 import platform
 
 import matplotlib.pyplot as plt
@@ -145,18 +146,20 @@ plt.show()
 # ------------------------
 # On this CPU, at the largest size, the Hugging Face formula takes more than twice the time of
 # the copy (its share is in the table): each of its operations writes a full-size intermediate,
-# and the data crosses the memory bus again for each one. ``torch.compile`` fuses them, and posenc's blocks keep the
-# intermediates in cache; both cut the traffic. Meta's complex form is the fastest in float32,
+# and the data crosses the memory bus again for each one. ``torch.compile`` fuses the operations
+# into one loop; posenc runs its six passes over cache-sized blocks, so that the intermediates
+# need not leave the cache. Meta's complex form is the fastest in float32, close to the copy,
 # because one complex multiplication reads each pair once and writes it once. In bfloat16 it
-# loses most of that lead, because it converts the whole tensor to float32 and back. The ratios the library
-# promises for its CPU path are printed below: at least twice as fast as Hugging Face's eager
-# formula, and at most twice the time of the copy.
+# loses most of that lead, because it converts the whole tensor to float32 and back. The ratios
+# the library promises for its CPU path are printed below: at least twice as fast as Hugging
+# Face's eager formula, and at most twice the time of the copy.
 by_name = {r.implementation: r for r in rows if r.shape == shape}
 by_name_bf16 = {r.implementation: r for r in rows_bf16}
-# The paragraph above relies on this: Hugging Face's formula far from the copy, Meta's form the
-# closest in float32, and it loses most of its share in bfloat16.
+# The text relies on this: Hugging Face's formula far from the copy, Meta's form the closest in
+# float32 (the arithmetic done, the data moved once), and it loses most of its share in bfloat16.
 assert by_name["Hugging Face eager"].fraction_of_copy < 0.5
 assert max(names[1:], key=lambda n: by_name[n].fraction_of_copy) == "Meta complex"
+assert by_name["Meta complex"].fraction_of_copy > 0.6
 assert by_name_bf16["Meta complex"].fraction_of_copy < 0.5 * by_name["Meta complex"].fraction_of_copy
 hf_over_posenc = by_name["Hugging Face eager"].ms / by_name["posenc"].ms
 posenc_over_copy = by_name["posenc"].ms / by_name["copy"].ms
@@ -167,10 +170,13 @@ print(f"  posenc / copy               = {posenc_over_copy:.2f}")
 # %%
 # Part of the floor is allocation
 # -------------------------------
-# ``clone()`` asks for new memory on every call. For tensors of tens of MiB the C library takes
-# it straight from the operating system, so the first write to each page costs a page fault.
-# Copying into a buffer that already exists does not pay it, and neither does a rotation done in
-# place (``apply_rope_qk(..., inplace=True)``), which allocates nothing the size of ``q``:
+# ``clone()`` asks for new memory on every call. Whether that costs time depends on the
+# allocator: memory handed back by the operating system afresh pays a page fault at the first
+# write to each page, memory reused from earlier calls does not. Copying into a buffer that
+# already exists never pays it, and neither does a rotation done in place
+# (``apply_rope_qk(..., inplace=True)``), which allocates nothing the size of ``q``. The times
+# below are this build's; how far apart the two copies are varies from run to run with the
+# allocator's state.
 from posenc.benchmark import median_seconds
 
 q_buffer, k_buffer = torch.empty_like(q), torch.empty_like(k)
@@ -190,7 +196,7 @@ for name, seconds in alloc.items():
 print(f"in place / copy into buffers: {alloc['posenc, in place'] / alloc['copy into buffers']:.2f}")
 
 # %%
-# The shares of the table above are therefore shares of an allocating copy, the fair floor for
+# The shares of the table above are shares of an allocating copy, the fair floor for
 # implementations that return new tensors. When the caller can give up ``q`` and ``k``, the
 # in-place rotation avoids the allocation altogether; its ratio to a copy into existing buffers is
 # printed above.
@@ -269,13 +275,15 @@ assert long_share < 0.1 and step_share > 0.25
 # On a GPU
 # --------
 # On CUDA tensors :func:`posenc.apply_rope` and :func:`posenc.apply_rope_qk` run one Triton kernel.
-# Each program of the kernel takes a block of positions of four heads of ``q`` or ``k``, loads
-# their cos and sin once, rotates the four tiles in registers and stores them, so every element of
-# ``q`` and ``k`` is read once and written once: the traffic of the copy. The arithmetic is the PyTorch path's, rounding for rounding, and the tests check the
-# bits against it. Without a GPU, they run the kernel in Triton's CPU interpreter. The numbers in
-# this section were not measured while this site was built: the build machine has no GPU. They
-# were recorded with the benchmark script on the machine named in each table and committed to the
-# repository with the date and library versions.
+# Each program of the kernel takes a block of positions of several heads of ``q`` or ``k``, loads
+# their cos and sin once, rotates the tiles in registers and stores them, so every element of
+# ``q`` and ``k`` is read once and written once: the traffic of the copy. The arithmetic is the
+# PyTorch path's, rounding for rounding, and the tests check the bits against it. Without a GPU,
+# they run the kernel in Triton's CPU interpreter, and another test compiles it for the H200's
+# architecture (sm_90) to check what the compiler made of it: no fused multiply-add, no spilled
+# registers, 128-bit loads. The numbers in this section were not measured while this site was
+# built: the build machine has no GPU. They were recorded with the benchmark script on the
+# machine named in each table and committed to the repository with the date and library versions.
 #
 # .. recorded-benchmarks::
 #
