@@ -132,6 +132,25 @@ def _rope_parameters(config: Mapping[str, Any], warnings: list[str]) -> dict[str
     return params
 
 
+def _missing_original_warning(rope_type: str, target: int | None, params: Mapping[str, Any]) -> str:
+    """What a missing ``original_max_position_embeddings`` does to a yarn, llama3 or longrope config."""
+    head = (f"no 'original_max_position_embeddings': {rope_type} takes max_position_embeddings "
+            f"({target}) as the trained context; ")
+    factor = params.get("factor")
+    if rope_type == "longrope":
+        if "attention_factor" in params:
+            attention = f"the attention factor is the one given ({params['attention_factor']:g})"
+        elif factor is not None:
+            attention = f"the attention factor follows factor {factor:g}"
+        else:
+            attention = "the attention factor is 1 (no extension)"
+        return head + f"long_factor applies only to sequences longer than {target}, and {attention}"
+    if factor is None:
+        return head + "with no 'factor' either, the factor is their ratio, 1: nothing is scaled"
+    return head + (f"the frequencies are still scaled by the factor, as if a model trained on "
+                   f"{target} positions were extended {factor:g}x beyond it")
+
+
 def rope_report(config: Mapping[str, Any]) -> RopeReport:
     r"""Explain the RoPE settings of a Hugging Face model config.
 
@@ -186,11 +205,7 @@ def rope_report(config: Mapping[str, Any]) -> RopeReport:
     if rope_type in _ORIGINAL_CONTEXT_TYPES:
         original = params.get("original_max_position_embeddings")
         if original is None:
-            warnings.append(
-                f"no 'original_max_position_embeddings': {rope_type} takes max_position_embeddings "
-                f"({target}) as the trained context; the frequencies are still scaled by the factor, "
-                f"as if a model trained on {target} positions were extended {params.get('factor')}x beyond it"
-            )
+            warnings.append(_missing_original_warning(rope_type, target, params))
         elif target is not None and params.get("factor") is not None:
             ratio = target / original
             if not math.isclose(ratio, params["factor"], rel_tol=1e-6):

@@ -78,6 +78,31 @@ def test_missing_original_context_and_unknown_key() -> None:
     assert report.unchanged < report.pairs
 
 
+def test_missing_original_context_for_longrope_and_for_yarn_without_factor() -> None:
+    base = {"head_dim": 64, "max_position_embeddings": 16384}
+    lists = {"short_factor": [1.0] * 32, "long_factor": [2.0] * 32}
+
+    def warning(params: dict) -> tuple:
+        report = rope_report({**base, "rope_parameters": params})
+        (found,) = [w for w in report.warnings if "no 'original_max_position_embeddings'" in w]
+        return report, found
+
+    # LongRoPE has no factor of its own to scale by: the long list waits for sequences past the
+    # target, and the attention factor depends on whether a factor was given.
+    report, found = warning({"rope_type": "longrope", **lists})
+    assert "long_factor applies only to sequences longer than 16384" in found
+    assert "attention factor is 1" in found and "None" not in found and "scaled by the factor" not in found
+    assert report.attention_factor == 1.0 and report.unchanged == report.pairs
+    report, found = warning({"rope_type": "longrope", **lists, "factor": 4.0})
+    assert "attention factor follows factor 4" in found and report.attention_factor > 1.0
+    _, found = warning({"rope_type": "longrope", **lists, "attention_factor": 1.2})
+    assert "the one given (1.2)" in found
+    # YaRN without factor and original length: the ratio of the two is 1, nothing moves.
+    report, found = warning({"rope_type": "yarn"})
+    assert "nothing is scaled" in found and "None" not in found
+    assert report.unchanged == report.pairs
+
+
 def test_dynamic_and_linear_read_max_position_embeddings_differently() -> None:
     base = {"head_dim": 64, "max_position_embeddings": 4096}
     dynamic = rope_report({**base, "rope_parameters": {"rope_type": "dynamic", "factor": 2.0}})
