@@ -150,9 +150,11 @@ plt.show()
 # into one loop; posenc runs its six passes over cache-sized blocks, so that the intermediates
 # need not leave the cache. Meta's complex form is the fastest in float32, close to the copy,
 # because one complex multiplication reads each pair once and writes it once. In bfloat16 it
-# loses most of that lead, because it converts the whole tensor to float32 and back. The ratios
-# the library promises for its CPU path are printed below: at least twice as fast as Hugging
-# Face's eager formula, and at most twice the time of the copy.
+# loses most of that lead, because it converts the whole tensor to float32 and back. The
+# library's targets for its CPU path are to be at least twice as fast as Hugging Face's eager
+# formula and to take at most twice the time of the copy; this build's ratios are printed below.
+# The second moves with the copy's own time, which depends on the allocator (next section), so
+# from one build to the next it can land on either side of its target.
 by_name = {r.implementation: r for r in rows if r.shape == shape}
 by_name_bf16 = {r.implementation: r for r in rows_bf16}
 # The text relies on this: Hugging Face's formula far from the copy, Meta's form the closest in
