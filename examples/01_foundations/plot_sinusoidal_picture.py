@@ -95,7 +95,7 @@ plt.show()
 # --------------------------
 # Write the position in binary, lowest bit first. Bit :math:`k` of :math:`p` is
 # :math:`\lfloor p / 2^k \rfloor \bmod 2`: bit 0 flips at every step, bit 1 every two steps,
-# bit 7 once in 256. Drawn next to the sine columns of the table (the even columns, one per
+# bit 7 every 128 steps (once in the 256 positions drawn). Drawn next to the sine columns of the table (the even columns, one per
 # pair), the two pictures share the same layout: fast on the left, slow on the right.
 bits = 8
 positions = np.arange(length)

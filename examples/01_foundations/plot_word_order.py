@@ -81,8 +81,9 @@ with torch.no_grad():
 # ------------
 # The similarity of every output vector of one sentence with every output vector of the other.
 # Without a positional encoding the matrix is a permutation of the identity's pattern: each word
-# matches itself perfectly wherever it stands. With the encoding added, the same word at a
-# different position is a different input, and the perfect matches disappear.
+# matches itself perfectly wherever it stands. With the encoding added, a word that moved (猫,
+# 老鼠) is a different input and loses its perfect match; 追, at the same position in both
+# sentences, still matches itself almost perfectly, since only its neighbours moved.
 a, b = pairs[0]
 fig, axes = plt.subplots(1, 2, figsize=(8, 3.6))
 with torch.no_grad():

@@ -66,8 +66,8 @@ plt.show()
 # wavelengths are much longer than the window, so their sines stay near 0 (white) and their
 # cosines near 1 (dark red). On the right, the fast columns look like the training window (they
 # have turned many times either way), while many slow columns hold other colours, negative values
-# among them, that they never showed in training; only the very slowest are still close to their
-# training colours.
+# among them, that they never showed in training; only the very slowest have moved little, and
+# even they have left the range they showed in training (measured below).
 #
 # Bounded and distinct
 # --------------------

@@ -240,7 +240,7 @@ for width in widths:
 # below float32's, so each stored value is within half a float32 ulp of the true one (at most
 # :math:`2^{-25}` for values in :math:`[-1, 1]`) at every position we measured, which we check:
 worst_posenc = table_error["posenc (float64 angles)"].max()
-print(f"posenc float32 table: largest error {worst_posenc:.2e}, half an ulp at 1: {2.0**-25:.2e}")
+print(f"posenc float32 table: largest error {worst_posenc:.2e}, half an ulp of values in [0.5, 1): {2.0**-25:.2e}")
 assert worst_posenc <= 2.0**-25 + 1e-9
 
 # %%
@@ -250,7 +250,7 @@ assert worst_posenc <= 2.0**-25 + 1e-9
 # What this shows
 # ---------------
 # * In float32, the frequencies :math:`\exp(-2i \ln(10000)/d)` are *less* accurate than
-#   :math:`10000^{-2i/d}`: several ulps against about half an ulp when :math:`d` is a power of
+#   :math:`10000^{-2i/d}`: several ulps against under one ulp when :math:`d` is a power of
 #   two (printed above), because the exponential's argument is rounded. Neither form is unstable.
 # * In a float32 table, the error grows in proportion to the position for every form. The
 #   log-space table beats only the literal ``1 / 10000**(2i/d)``, by a modest factor that grows

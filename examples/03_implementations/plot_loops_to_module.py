@@ -60,8 +60,8 @@ print(f"largest |naive loop - table with base 10000**2| = {slip_error:.1e}")
 assert np.allclose(naive, slipped_reference, rtol=0, atol=1e-12)
 
 # %%
-# Equal to rounding: the loop computes the table of base :math:`10^8`. The fix is one character
-# — ``i / d_model`` instead of ``2 * i / d_model`` (or a loop over pairs, as in
+# Equal to rounding: the loop computes the table of base :math:`10^8`. The fix is to drop the
+# ``2 *`` — ``i / d_model`` instead of ``2 * i / d_model`` (or a loop over pairs, as in
 # :func:`posenc.numpy.sinusoidal_table_loop`):
 
 

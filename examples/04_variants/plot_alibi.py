@@ -76,8 +76,9 @@ for head in (0, 3, 7):
 # BLOOM builds the bias as :math:`m_h\,j` — it depends on the key only. That is not the paper's
 # matrix, but in a row :math:`i` the two differ by :math:`m_h\,i`, a constant, and a softmax does
 # not change when the same number is added to every score of a row. Under a causal mask the
-# attention is therefore identical. Without a mask (a bidirectional encoder) the paper's
-# :math:`-m_h|i - j|` penalises keys on both sides, while :math:`m_h\,j` favours the keys at the
+# attention is therefore identical. Without a mask (a bidirectional encoder) the symmetric form
+# :math:`-m_h|i - j|` (what :func:`posenc.alibi_bias` returns; the paper itself is causal only)
+# penalises keys on both sides, while :math:`m_h\,j` favours the keys at the
 # end: the two give different attention.
 torch.manual_seed(0)
 heads = 8
@@ -159,8 +160,9 @@ print("a chunk of 4 equals the last 4 rows:", torch.equal(chunk, bias[:, -4:]))
 # %%
 # What this shows
 # ---------------
-# * ALiBi's slopes are geometric for a power-of-two head count and interleave two such sequences
-#   otherwise; each head penalises distance at its own rate.
+# * ALiBi's slopes are geometric for a power-of-two head count; otherwise they are the slopes of
+#   the next smaller power of two followed by every other slope of the next larger one. Each head
+#   penalises distance at its own rate.
 # * The per-key form :math:`m_h\,j` and the paper's :math:`-m_h(i - j)` give the same attention
 #   under a causal mask (difference printed above at rounding level) and different attention
 #   without one.

@@ -83,8 +83,9 @@ plt.show()
 #   well trained and carry local order, are slowed down as much as the slow ones.
 # * **YaRN** leaves the pairs that turn more than ``beta_fast = 32`` times within :math:`L_0`
 #   alone, interpolates those that turn less than ``beta_slow = 1`` times fully, and ramps
-#   linearly in between. It also raises the attention temperature (factor
-#   :math:`0.1 \ln s + 1`, printed above).
+#   linearly in between. It also sharpens the attention: cos and sin are multiplied by
+#   :math:`0.1 \ln s + 1` (printed above), so the logits grow by its square, a softmax
+#   temperature below 1.
 # * **Llama 3** does the same with wavelength thresholds (:math:`L_0/4` and :math:`L_0`) and a
 #   smooth blend, and keeps the attention factor at 1.
 # * **LongRoPE** applies its own factor to each pair; its attention factor is

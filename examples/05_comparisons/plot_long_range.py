@@ -143,6 +143,15 @@ for position, acc in accuracy.items():
              for i in range(len(distances))]
     print(f"{names[position]:>11}" + "".join(cells))
 
+# The reading of the results below relies on these (chance is 1 / 16).
+mean_acc = {position: acc.mean(0) for position, acc in accuracy.items()}  # by distance: D = 1, 4, 12, 24
+assert (mean_acc["shaw"][:3] > 0.95).all() and (mean_acc["t5"][:3] > 0.95).all()
+assert mean_acc["shaw"][3] < 0.1 and 0.1 < mean_acc["t5"][3] < 0.9
+assert (mean_acc["rope"][:2] > 0.95).all() and (mean_acc["rope"][2:] < 0.1).all()
+assert mean_acc["sinusoidal"][0] > 0.9 and mean_acc["sinusoidal"][1] > 0.1
+assert (mean_acc["learned"][:2] < mean_acc["sinusoidal"][:2]).all()
+assert mean_acc["alibi"].max() < 0.9 and mean_acc["alibi"].min() > 1 / 16 + 0.03
+
 # %%
 # Accuracy against distance
 # -------------------------

@@ -137,6 +137,13 @@ for causal, position in combos:
     print(f"{key:>22}: test accuracy " + ", ".join(f"{a:.3f}" for a in accuracy[key])
           + f"  (largest twin logit difference {max(gaps[key]):.1e})")
 
+# The text below relies on these: chance exactly, decoders alike, the encoder behind both.
+mean_accuracy = {key: sum(values) / len(values) for key, values in accuracy.items()}
+encoder_none, encoder_sin, decoder_none, decoder_sin = (name(c, p) for c, p in combos)
+assert all(a == 0.5 for a in accuracy[encoder_none])
+assert abs(mean_accuracy[decoder_none] - mean_accuracy[decoder_sin]) < 0.05
+assert mean_accuracy[encoder_sin] < min(mean_accuracy[decoder_none], mean_accuracy[decoder_sin])
+
 # %%
 # The encoder without positions ends where it started: after training its twins still get the
 # same logits (the printed difference), so of each pair exactly one is classified correctly and

@@ -82,8 +82,8 @@ print(f"posenc style='mae' vs MAE's logic: max difference "
 # %%
 # timm's code, as the reference
 # -----------------------------
-# timm's ``build_sincos2d_pos_embed`` (``timm/layers/pos_embed_sincos.py``, used by its ViTs
-# with ``pos_embed='sincos'``) does it in PyTorch and float32, with an ``ij`` grid (row first)
+# timm's ``build_sincos2d_pos_embed`` (``timm/layers/pos_embed_sincos.py``, a helper of timm's
+# layers library) does it in PyTorch and float32, with an ``ij`` grid (row first)
 # and, by default, all sines before all cosines. Importing timm pulls in torchvision, which this
 # build does not install, so the page transcribes the few lines that run with the default
 # arguments; the site's conformance tests compare :func:`posenc.sinusoidal_2d` with the

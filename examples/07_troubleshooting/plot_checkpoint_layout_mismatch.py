@@ -105,7 +105,7 @@ for name, model in (("original (interleaved)", original), ("copied to half-split
 
 # %%
 # The original model, small and briefly trained, writes text with the shape of Python —
-# indentation, ``self.`` attributes, assignments, quotes — if not correct Python. The mixed-up
+# indentation, attribute access, assignments, quotes — if not correct Python. The mixed-up
 # model still writes letters, punctuation and indented lines, and strings that read like
 # English syllables run together, but hardly a whole word and no line of code. The parts of
 # the model that involve no positions — embeddings, values, feed-forward layers — are intact;

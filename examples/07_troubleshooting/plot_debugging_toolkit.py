@@ -83,8 +83,8 @@ assert torch.allclose(seed_similarity.double(), similarity, atol=1e-5)
 
 # %%
 # A picture of 100 000 rows shows nothing, so each table is drawn over 256 consecutive positions:
-# the first ones, except for the float16 table, shown where its positions stop being exact
-# integers and then overflow. Top: the table; bottom: its cosine similarity matrix.
+# the first ones, except for the float16 table, shown near 65 504, the largest float16, where its
+# positions are 32 apart and then overflow. Top: the table; bottom: its cosine similarity matrix.
 starts = {name: 0 for name in tables}
 starts["float16 positions"] = 65_536 - 192
 fig, axes = plt.subplots(2, len(tables), figsize=(11, 5.2))
