@@ -60,6 +60,14 @@ def check_nonnegative_int(name: str, value: Any) -> int:
     return value
 
 
+def check_bool(name: str, value: Any) -> bool:
+    """Return ``value``; raise ``TypeError`` if it is not a bool (``1``, ``"no"`` and the like are
+    refused rather than read by their truth value)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {value!r} of type {type(value).__name__}")
+    return value
+
+
 def check_positive_float(name: str, value: Any) -> float:
     """Return ``value`` as ``float``; raise if it is not a finite real number ``> 0``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from posenc._checks import (
+    check_bool,
     check_floating_tensor,
     check_int,
     check_integer_tensor,
@@ -50,7 +51,7 @@ class LearnedPositionalEncoding(nn.Module):
         super().__init__()
         self.dim = check_positive_int("dim", dim)
         self.max_len = check_positive_int("max_len", max_len)
-        self.batch_first = bool(batch_first)
+        self.batch_first = check_bool("batch_first", batch_first)
         self.dropout = nn.Dropout(check_probability("dropout", dropout))
         self.weight = nn.Parameter(torch.empty(max_len, dim))
         self.reset_parameters()
@@ -129,7 +130,7 @@ class TokenEmbedding(nn.Module):
             padding_idx = check_int("padding_idx", padding_idx)
             if not -vocab_size <= padding_idx < vocab_size:
                 raise ValueError(f"padding_idx must be in [-{vocab_size}, {vocab_size}), got {padding_idx}")
-        self.scale = bool(scale)
+        self.scale = check_bool("scale", scale)
         # ``_weight`` skips nn.Embedding's own initialisation; reset_parameters() does ours.
         self.embedding = nn.Embedding(
             vocab_size, dim, padding_idx=padding_idx, _weight=torch.empty(vocab_size, dim)
@@ -180,7 +181,7 @@ class TokenEmbedding(nn.Module):
         module = cls(weight.shape[0], weight.shape[1], padding_idx=padding_idx, scale=scale)
         with torch.no_grad():
             module.embedding.weight.copy_(weight)
-        module.embedding.weight.requires_grad_(not freeze)
+        module.embedding.weight.requires_grad_(not check_bool("freeze", freeze))
         return module
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:

@@ -14,6 +14,7 @@ from torch import nn
 
 from posenc._cache import cached_rows
 from posenc._checks import (
+    check_bool,
     check_choice,
     check_float_dtype,
     check_floating_tensor,
@@ -248,7 +249,7 @@ class VideoPositionalEncoding(nn.Module):
         self.spatial_style = check_choice("spatial_style", spatial_style, SINUSOIDAL_2D_STYLES)
         self.base = check_positive_float("base", base)
         self.dropout = nn.Dropout(check_probability("dropout", dropout))
-        if spatial:
+        if check_bool("spatial", spatial):
             check_multiple_of("dim", self.dim, 4, "required by the 2-D encoding when spatial=True")
         self.register_buffer("frame_pe", torch.empty(max_frames, dim), persistent=False)
         # A grid that grows to the largest height and width seen so far (empty until then).

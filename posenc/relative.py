@@ -7,7 +7,13 @@ import math
 import torch
 from torch import nn
 
-from posenc._checks import check_int, check_integer_tensor, check_keys_cover_queries, check_positive_int
+from posenc._checks import (
+    check_bool,
+    check_int,
+    check_integer_tensor,
+    check_keys_cover_queries,
+    check_positive_int,
+)
 from posenc.sinusoidal import sinusoidal_table
 
 __all__ = [
@@ -130,8 +136,7 @@ class RelativePositionEmbedding(nn.Module):
 
 def _check_t5_buckets(bidirectional: bool, num_buckets: int, max_distance: int) -> tuple[int, int]:
     """Validate the bucket options; return (buckets per direction, exact buckets)."""
-    if not isinstance(bidirectional, bool):
-        raise TypeError(f"bidirectional must be a bool, got {bidirectional!r}")
+    check_bool("bidirectional", bidirectional)
     num_buckets = check_positive_int("num_buckets", num_buckets)
     max_distance = check_positive_int("max_distance", max_distance)
     per_direction = num_buckets // 2 if bidirectional else num_buckets

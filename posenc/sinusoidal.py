@@ -9,6 +9,7 @@ from torch import nn
 
 from posenc._cache import cached_rows
 from posenc._checks import (
+    check_bool,
     check_choice,
     check_float_dtype,
     check_int,
@@ -42,7 +43,8 @@ def sinusoidal_frequencies(
     dim : int
         Width of the table.
     base : float, optional
-        The longest wavelength is :math:`2\pi \cdot \text{base}` (approached, not reached).
+        The longest wavelength is :math:`2\pi \cdot \text{base}` (approached, not reached;
+        ``"tensor2tensor"`` reaches it when ``dim >= 4``).
     style : str, optional
         One of ``"interleaved"``, ``"concat"``, ``"tensor2tensor"``.
     device : torch.device or str, optional
@@ -186,7 +188,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.dim = check_positive_int("dim", dim)
         self.base = check_positive_float("base", base)
         self.style = check_choice("style", style, SINUSOIDAL_STYLES)
-        self.batch_first = bool(batch_first)
+        self.batch_first = check_bool("batch_first", batch_first)
         self.dropout = nn.Dropout(check_probability("dropout", dropout))
         max_len = check_positive_int("max_len", max_len)
         self.register_buffer("pe", torch.empty(max_len, self.dim))

@@ -219,3 +219,13 @@ def test_token_bad_sizes(args: tuple, kwargs: dict, error: type[Exception], patt
 def test_token_from_pretrained_bad_weight(weight: torch.Tensor, error: type[Exception], pattern: str) -> None:
     with pytest.raises(error, match=pattern):
         TokenEmbedding.from_pretrained(weight)
+
+
+@pytest.mark.parametrize("value", [1, "no", None])
+def test_flags_must_be_bools(value: object) -> None:
+    with pytest.raises(TypeError, match="batch_first must be a bool"):
+        LearnedPositionalEncoding(8, 16, batch_first=value)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="scale must be a bool"):
+        TokenEmbedding(10, 8, scale=value)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="freeze must be a bool"):
+        TokenEmbedding.from_pretrained(torch.randn(10, 8), freeze=value)  # type: ignore[arg-type]

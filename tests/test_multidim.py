@@ -430,3 +430,9 @@ def test_video_bad_construction():
     with pytest.raises(ValueError, match="base"):
         VideoPositionalEncoding(8, base=0.0)
     assert VideoPositionalEncoding(6).dim == 6  # any width without the 2-D part
+
+
+@pytest.mark.parametrize("value", [1, "yes", None])
+def test_video_spatial_must_be_a_bool(value: object) -> None:
+    with pytest.raises(TypeError, match="spatial must be a bool"):
+        VideoPositionalEncoding(8, max_frames=4, spatial=value)  # type: ignore[arg-type]

@@ -353,3 +353,10 @@ def test_module_compiles_fullgraph_including_past_the_cache(dtype: torch.dtype) 
 def test_module_repr() -> None:
     text = repr(SinusoidalPositionalEncoding(8, max_len=16, style="concat"))
     assert "dim=8" in text and "max_len=16" in text and "'concat'" in text
+
+
+@pytest.mark.parametrize("value", [1, 0, "no", None])
+def test_module_flags_must_be_bools(value: object) -> None:
+    # A truthy string or int would otherwise be read as True and pick a layout silently.
+    with pytest.raises(TypeError, match="batch_first must be a bool"):
+        SinusoidalPositionalEncoding(8, batch_first=value)  # type: ignore[arg-type]
