@@ -513,6 +513,13 @@ def wants_grad(*tensors: torch.Tensor) -> bool:
     return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
 
 
+def functorch_active() -> bool:
+    """Whether a ``torch.func`` transform (vmap, grad, jvp...) is active; True when this PyTorch
+    cannot say, so that callers stay on the safe path."""
+    transforms_active = getattr(torch._C, "_are_functorch_transforms_active", None)
+    return transforms_active is None or bool(transforms_active())
+
+
 def _plain_call(*tensors: torch.Tensor) -> bool:
     """Whether no derivative can be asked of this call: no tensor requires a gradient (or grad
     mode is off), no ``torch.func`` transform and no forward-mode AD level is active. Then the
@@ -520,8 +527,7 @@ def _plain_call(*tensors: torch.Tensor) -> bool:
     call, binding its arguments) and gives the same bits."""
     if torch.compiler.is_compiling():
         return False
-    transforms_active = getattr(torch._C, "_are_functorch_transforms_active", None)
-    if transforms_active is None or transforms_active():
+    if functorch_active():
         return False
     if getattr(torch.autograd.forward_ad, "_current_level", 0) >= 0:
         return False

@@ -30,6 +30,7 @@ from torch import nn
 
 from posenc._cache import cached_rows
 from posenc._checks import (
+    check_bool,
     check_choice,
     check_even,
     check_finite,
@@ -46,7 +47,7 @@ from posenc._checks import (
 from posenc._dtypes import round_once
 from posenc._frequencies import inverse_frequencies
 from posenc._rope_scaling import ROPE_TYPES, RopeScaling, parse_scaling
-from posenc._rotation import BACKENDS, rotate, rotate_qk, wants_grad
+from posenc._rotation import BACKENDS, functorch_active, rotate, rotate_qk, wants_grad
 
 __all__ = [
     "ROPE_LAYOUTS",
@@ -106,7 +107,8 @@ def rope_inv_freq(
       ratio).
     * ``"longrope"``: :math:`\theta_i / \lambda_i` with per-frequency ``short_factor`` or,
       when ``seq_len`` exceeds ``original_max_position_embeddings``, ``long_factor``; attention
-      factor :math:`\sqrt{1 + \ln s / \ln L_0}`.
+      factor :math:`\sqrt{1 + \ln s / \ln L_0}`, here with :math:`L_0` =
+      ``original_max_position_embeddings``.
     * ``"llama3"``: low frequencies divided by :math:`s`, high ones kept, a smooth blend in
       between.
 
@@ -348,6 +350,23 @@ def axial_rope_cos_sin(
 # --------------------------------------------------------------------------------------------
 
 
+def _certainly_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether ``a`` and ``b`` share elements, where that can be seen from their metadata alone:
+    they start at the same element, or both are contiguous and their byte ranges intersect. Other
+    strided views of one storage (q and k split from a fused projection) are not flagged."""
+    if torch.compiler.is_compiling() or a.device.type == "meta" or a.numel() == 0 or b.numel() == 0:
+        return False
+    if a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
+        return False
+    if a.data_ptr() == b.data_ptr():
+        return True
+    if not (a.is_contiguous() and b.is_contiguous()):
+        return False
+    a_end = a.data_ptr() + a.numel() * a.element_size()
+    b_end = b.data_ptr() + b.numel() * b.element_size()
+    return a.data_ptr() < b_end and b.data_ptr() < a_end
+
+
 def _check_cos_sin(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> int:
     """Shape/dtype checks of :func:`apply_rope`; returns the rotary width."""
     check_floating_tensor("x", x)
@@ -481,7 +500,9 @@ def apply_rope_qk(
     size of ``q`` or ``k`` is allocated. Autograd works through it (the backward is the rotation by
     :math:`-\theta`, which needs only cos/sin), except for gradients of ``cos``/``sin``, which
     would need the overwritten values, and for ``torch.func`` transforms; both are refused with
-    an error. ``q`` and ``k`` must not share memory.
+    an error. ``q`` and ``k`` must not share memory: two views of the same elements are refused
+    with an error (overlaps that only an element-by-element comparison would find are not
+    looked for).
 
     Parameters
     ----------
@@ -506,8 +527,7 @@ def apply_rope_qk(
     """
     check_choice("layout", layout, ROPE_LAYOUTS)
     check_choice("backend", backend, ROPE_BACKENDS)
-    if not isinstance(inplace, bool):
-        raise TypeError(f"inplace must be a bool, got {type(inplace).__name__}")
+    check_bool("inplace", inplace)
     _check_cos_sin(q, cos, sin)
     _check_cos_sin(k, cos, sin)
     if q.dtype != k.dtype or q.shape[-1] != k.shape[-1]:
@@ -516,6 +536,16 @@ def apply_rope_qk(
             f"{tuple(q.shape)} and {k.dtype} of shape {tuple(k.shape)}"
         )
     if inplace:
+        if not torch.compiler.is_compiling() and functorch_active():
+            raise ValueError(
+                "inplace=True does not work under torch.func transforms (vmap, grad, jvp, ...); "
+                "pass inplace=False"
+            )
+        if _certainly_overlap(q, k):
+            raise ValueError(
+                "inplace=True needs q and k in separate memory, got two views of the same elements "
+                "(each would be rotated twice); pass inplace=False or separate tensors"
+            )
         if wants_grad(cos, sin):
             raise ValueError(
                 "inplace=True cannot give gradients of cos/sin (they need the q and k that the "

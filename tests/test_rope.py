@@ -738,3 +738,36 @@ def test_yarn_equals_authors_repository(dim, base, scale, original_max, beta_fas
     unscaled, _ = rope_inv_freq(dim, base=base)
     assert (ours == unscaled).any()
     assert (ours < unscaled).any()
+
+
+def test_apply_rope_qk_in_place_refuses_shared_memory() -> None:
+    cos, sin = rope_cos_sin(4, 8)
+    y = torch.randn(2, 4, 8)
+    before = y.clone()
+    for q, k in ((y, y), (y, y[:]), (y[0], y.view(-1)[:32].view(4, 8))):
+        with pytest.raises(ValueError, match="separate memory"):
+            apply_rope_qk(q, k, cos, sin, inplace=True)
+    assert torch.equal(y, before)  # refused before anything was written
+    # q and k split from one fused projection share a storage but no element: allowed.
+    qkv = torch.randn(2, 4, 24)
+    q, k, _ = qkv.split(8, dim=-1)
+    want = apply_rope_qk(q, k, cos, sin)
+    got = apply_rope_qk(q, k, cos, sin, inplace=True)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    rows = torch.randn(4, 4, 8)
+    apply_rope_qk(rows[:2], rows[2:], cos, sin, inplace=True)  # disjoint halves of one tensor
+
+
+@pytest.mark.parametrize("transform", ["vmap", "jvp"])
+def test_apply_rope_qk_in_place_refuses_torch_func(transform: str) -> None:
+    cos, sin = rope_cos_sin(4, 8)
+    q, k = torch.randn(2, 4, 8), torch.randn(2, 4, 8)
+
+    def rotate(q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return apply_rope_qk(q.clone(), k.clone(), cos, sin, inplace=True)
+
+    with pytest.raises(ValueError, match="torch.func"):
+        if transform == "vmap":
+            torch.func.vmap(rotate)(q, k)
+        else:
+            torch.func.jvp(rotate, (q, k), (q, k))
