@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from posenc.rope_config import rope_report
@@ -16,10 +15,8 @@ def main(argv: list[str] | None = None) -> int:
     rope.add_argument("config", help="path to config.json")
     args = parser.parse_args(argv)
     try:
-        with open(args.config, encoding="utf-8") as f:
-            config = json.load(f)
-        report = rope_report(config)
-    except (OSError, json.JSONDecodeError, TypeError, ValueError) as error:
+        report = rope_report(args.config)
+    except (OSError, TypeError, ValueError) as error:
         print(f"posenc rope: {args.config}: {error}", file=sys.stderr)
         return 1
     print(report)

@@ -8,13 +8,16 @@ factor, and warnings for the mistakes users hit. ``python -m posenc rope CONFIG.
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from posenc._checks import check_positive_float, check_positive_int
 from posenc._frequencies import inverse_frequencies
 from posenc._rope_scaling import COMMON_KEYS, SCALING_TYPES, parse_scaling
 
@@ -151,7 +154,7 @@ def _missing_original_warning(rope_type: str, target: int | None, params: Mappin
                    f"{target} positions were extended {factor:g}x beyond it")
 
 
-def rope_report(config: Mapping[str, Any]) -> RopeReport:
+def rope_report(config: Mapping[str, Any] | str | os.PathLike[str]) -> RopeReport:
     r"""Explain the RoPE settings of a Hugging Face model config.
 
     Reads ``rope_parameters`` (transformers 5) or the legacy ``rope_scaling`` with a top-level
@@ -161,16 +164,16 @@ def rope_report(config: Mapping[str, Any]) -> RopeReport:
 
     * the legacy ``rope_scaling`` dict and its ``"type"`` key;
     * keys the scaling type does not use (they are left out of the computation);
-    * a missing ``original_max_position_embeddings`` (YaRN, LongRoPE, Llama 3 then fall back to
-      ``max_position_embeddings``, i.e. no extension);
+    * a missing ``original_max_position_embeddings`` (YaRN, LongRoPE, Llama 3 then take
+      ``max_position_embeddings`` as the trained context; a ``factor``, if given, still applies);
     * a ``factor`` that disagrees with ``max_position_embeddings / original_max_position_embeddings``;
     * ``dynamic``, which reads ``max_position_embeddings`` as the *trained* context, so raising it
       delays the scaling; and ``linear``, where ``max_position_embeddings`` changes nothing.
 
     Parameters
     ----------
-    config : dict
-        The parsed ``config.json``.
+    config : dict, str or os.PathLike
+        The parsed ``config.json``, or the path of one.
 
     Returns
     -------
@@ -179,12 +182,20 @@ def rope_report(config: Mapping[str, Any]) -> RopeReport:
 
     Raises
     ------
+    OSError
+        If ``config`` is a path that cannot be read.
+    TypeError
+        If ``config`` is not a dict or a path (or the file holds no JSON object), or a value has
+        the wrong type.
     ValueError
-        If the config has no usable head width or an invalid scaling (message from
-        :func:`posenc.rope_inv_freq`'s checks).
+        If the file is not JSON, or the config has no usable head width, base or scaling (message
+        from :func:`posenc.rope_inv_freq`'s checks).
     """
+    if isinstance(config, (str, os.PathLike)):
+        with open(config, encoding="utf-8") as file:
+            config = json.load(file)  # json.JSONDecodeError is a ValueError
     if not isinstance(config, Mapping):
-        raise TypeError(f"config must be a dict (a parsed config.json), got {type(config).__name__}")
+        raise TypeError(f"config must be a dict (a parsed config.json) or a path, got {type(config).__name__}")
     warnings: list[str] = []
     params = _rope_parameters(config, warnings)
     rope_type = params.get("rope_type", "default")
@@ -192,8 +203,11 @@ def rope_report(config: Mapping[str, Any]) -> RopeReport:
     if head_dim is None:
         if "hidden_size" not in config or "num_attention_heads" not in config:
             raise ValueError("config needs 'head_dim', or 'hidden_size' and 'num_attention_heads'")
-        head_dim = config["hidden_size"] // config["num_attention_heads"]
-    base = float(params.get("rope_theta", 10000.0))
+        # transformers' rule, floor division included.
+        head_dim = (check_positive_int("hidden_size", config["hidden_size"])
+                    // check_positive_int("num_attention_heads", config["num_attention_heads"]))
+    head_dim = check_positive_int("head_dim", head_dim)
+    base = check_positive_float("rope_theta", params.get("rope_theta", 10000.0))
 
     kind = SCALING_TYPES.get(rope_type)
     if kind is not None:

@@ -128,9 +128,29 @@ def test_phi3_top_level_original_context() -> None:
     assert report.interpolated == 0 and report.unchanged == 0  # every pair divided by 2, not by 32
 
 
+def test_config_from_a_path(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LLAMA_31))
+    assert str(rope_report(path)) == str(rope_report(str(path))) == str(rope_report(LLAMA_31))
+    with pytest.raises(FileNotFoundError):
+        rope_report(tmp_path / "missing.json")
+    (tmp_path / "broken.json").write_text("{not json")
+    with pytest.raises(ValueError):
+        rope_report(tmp_path / "broken.json")
+    (tmp_path / "list.json").write_text("[1, 2]")
+    with pytest.raises(TypeError, match="config must be a dict"):
+        rope_report(tmp_path / "list.json")
+
+
 def test_bad_input() -> None:
     with pytest.raises(TypeError, match="config must be a dict"):
-        rope_report("config.json")  # type: ignore[arg-type]
+        rope_report(["head_dim", 64])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="num_attention_heads must be a positive integer"):
+        rope_report({"hidden_size": 64, "num_attention_heads": 0})
+    with pytest.raises(ValueError, match="head_dim must be a positive integer"):
+        rope_report({"head_dim": -64})
+    with pytest.raises(TypeError, match="rope_theta must be a real number"):
+        rope_report({"head_dim": 64, "rope_theta": None})
     with pytest.raises(ValueError, match="head_dim"):
         rope_report({"rope_parameters": {"rope_type": "default"}})
     with pytest.raises(ValueError, match="rope_type"):
