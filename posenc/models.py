@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from posenc._checks import (
+    check_bool,
     check_choice,
     check_even,
     check_int,
@@ -136,8 +137,7 @@ class TransformerConfig:
         if self.rope_scaling is not None and not isinstance(self.rope_scaling, dict):
             raise TypeError(f"rope_scaling must be a dict or None, got {type(self.rope_scaling).__name__}")
         for name in ("causal", "shaw_values"):
-            if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
+            check_bool(name, getattr(self, name))
         if self.dim % self.num_heads:
             raise ValueError(f"num_heads must divide dim={self.dim}, got num_heads={self.num_heads}")
         if self.position == "rope":
@@ -486,6 +486,9 @@ class Transformer(nn.Module):
                     f"position_ids must have shape (batch, seq) = {(batch, seq)} or (1, seq), "
                     f"got {tuple(position_ids.shape)}"
                 )
+            if bool((position_ids < 0).any()):
+                # A learned table would read a row from its end, a sinusoidal table lookup would wrap.
+                raise ValueError(f"position_ids must be >= 0, got a minimum of {int(position_ids.min())}")
             return position_ids.to(tokens.device)
         if attention_mask is not None:
             # Left padding: each real token's position counts the real tokens before it.
@@ -588,7 +591,8 @@ class Transformer(nn.Module):
         tokens : torch.Tensor
             Integer token ids ``(batch, seq)`` (the new tokens, when decoding with a cache).
         position_ids : torch.Tensor, optional
-            Integer positions ``(batch, seq)`` or ``(1, seq)`` of the tokens. Default: counted from
+            Non-negative integer positions ``(batch, seq)`` or ``(1, seq)`` of the tokens (a
+            negative one raises ``ValueError``). Default: counted from
             ``attention_mask`` if given (left padding then leaves each sequence's positions as if
             it were alone), else ``cached … cached + seq - 1``.
         attention_mask : torch.Tensor, optional
@@ -695,7 +699,7 @@ class CausalLM(nn.Module):
         super().__init__()
         if not config.causal:
             raise ValueError("config.causal must be True for a CausalLM, got False")
-        self.head = None if tie_weights else nn.Linear(config.dim, config.vocab_size, bias=False)
+        self.head = None if check_bool("tie_weights", tie_weights) else nn.Linear(config.dim, config.vocab_size, bias=False)
         self.transformer = Transformer(config)
 
     def forward(
@@ -910,13 +914,14 @@ class CharCorpus:
         length = check_positive_int("length", length)
         batch_size = check_positive_int("batch_size", batch_size)
         source = self.train if data is None else data
-        if source.ndim != 1 or source.numel() < length + 2:
+        if source.ndim != 1 or source.numel() < length + 1:
             raise ValueError(
-                f"data must be 1-D with more than length + 1 = {length + 1} ids, got shape {tuple(source.shape)}"
+                f"data must be 1-D with at least length + 1 = {length + 1} ids, got shape {tuple(source.shape)}"
             )
 
         def make_batch(generator: torch.Generator) -> torch.Tensor:
-            start = torch.randint(0, len(source) - length - 1, (batch_size,), generator=generator)
+            # Starts 0 ... len - length - 1: the last window ends on the last id.
+            start = torch.randint(0, len(source) - length, (batch_size,), generator=generator)
             return source[start[:, None] + torch.arange(length + 1)]  # (batch_size, length + 1)
 
         return make_batch

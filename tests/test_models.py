@@ -245,6 +245,8 @@ def test_bad_model_arguments():
         CausalLM(config("rope"))
     with pytest.raises(ValueError, match="num_classes"):
         EncoderClassifier(config("rope"), num_classes=0)
+    with pytest.raises(TypeError, match="tie_weights must be a bool"):
+        CausalLM(config("rope", causal=True), tie_weights="no")
     model = Transformer(config("none"))
     with pytest.raises(TypeError, match="tokens"):
         model(torch.zeros(2, 3))
@@ -339,6 +341,9 @@ def test_bad_positions_masks_and_caches():
         model(x, attention_mask=torch.ones(2, 5))
     with pytest.raises(ValueError, match="past the learned table"):
         model(x, position_ids=torch.arange(30, 35)[None])
+    for position in ("learned", "sinusoidal", "rope"):
+        with pytest.raises(ValueError, match="position_ids must be >= 0, got a minimum of -1"):
+            CausalLM(config(position, causal=True))(x, position_ids=torch.arange(-1, 4)[None])
     with pytest.raises(TypeError, match="cache must be a posenc.models.KVCache"):
         model(x, cache={})
     with pytest.raises(ValueError, match="needs a causal model"):
@@ -436,7 +441,13 @@ def test_char_corpus_vocabulary_encoding_and_windows():
     text = corpus.train.tolist()
     for row in batch.tolist():  # each window is a contiguous piece of the training ids
         assert any(text[s : s + 4] == row for s in range(len(text) - 3))
-    with pytest.raises(ValueError, match="more than length"):
+    # Every start is drawn, the last one included: a window can end on the last id, and
+    # length + 1 ids are enough for one window.
+    drawn = {tuple(row) for row in corpus.windows(4, 200)(torch.Generator().manual_seed(0)).tolist()}
+    assert drawn == {tuple(text[0:5]), tuple(text[1:6])}
+    whole = corpus.windows(5, 20)(torch.Generator().manual_seed(0))
+    assert (whole == corpus.train).all()
+    with pytest.raises(ValueError, match="at least length"):
         corpus.windows(6, 2)
     with pytest.raises(ValueError, match="length"):
         corpus.windows(0, 2)

@@ -29,6 +29,7 @@ language model, measure the damage, and fix it with :func:`posenc.permute_for_ha
 # five times longer.
 import math
 import os
+import re
 
 import matplotlib.pyplot as plt
 import torch
@@ -99,13 +100,19 @@ def sample(model, length=240, temperature=0.8):
     return corpus.decode(tokens[0])
 
 
+samples = {}
 for name, model in (("original (interleaved)", original), ("copied to half-split", mixed_up)):
+    samples[name] = sample(model)
     print(f"--- {name} ---")
-    print(sample(model))
+    print(samples[name])
+# The next paragraph relies on this: the original's sample has indented lines, an assignment and
+# attribute access.
+shaped = samples["original (interleaved)"]
+assert re.search(r"\n {4,}\S", shaped) and " = " in shaped and re.search(r"[A-Za-z_]\.[A-Za-z_]", shaped)
 
 # %%
 # The original model, small and briefly trained, writes text with the shape of Python —
-# indentation, attribute access, assignments, quotes — if not correct Python. The mixed-up
+# indented lines, assignments, attribute access — if not correct Python. The mixed-up
 # model still writes letters, punctuation and indented lines, and strings that read like
 # English syllables run together, but hardly a whole word and no line of code. The parts of
 # the model that involve no positions — embeddings, values, feed-forward layers — are intact;
