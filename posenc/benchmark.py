@@ -86,8 +86,8 @@ def meta_complex_rope(
     r"""Meta Llama's RoPE: channel pairs :math:`(x_{2i}, x_{2i+1})` as complex numbers, times
     ``freqs_cis`` :math:`= e^{\mathrm{i} p \theta_i}` (complex64, ``(seq, dim/2)``), in float32,
     cast back to the input's dtype. The same rotation as
-    ``apply_rope(..., layout="interleaved")``, rounded differently (one rounding per output in
-    float32, then one to the dtype)."""
+    ``apply_rope(..., layout="interleaved")``, rounded differently (each product and sum rounded in
+    float32, then one rounding to the dtype)."""
     def one(x: torch.Tensor) -> torch.Tensor:
         pairs = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
         return torch.view_as_real(pairs * freqs_cis).flatten(-2).type_as(x)

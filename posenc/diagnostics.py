@@ -402,7 +402,7 @@ def check_table(pe: torch.Tensor) -> TableReport:
     """Sanity report on an encoding table: NaN, inf, value range and duplicate rows.
 
     Problems in the values are reported, not raised, so the report can be printed for any
-    table; only a non-tensor or a tensor that is not 2-D raises.
+    table; only a non-tensor, a complex tensor or a tensor that is not 2-D raises.
 
     Parameters
     ----------
