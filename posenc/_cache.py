@@ -7,7 +7,33 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-__all__ = ["cached_rows"]
+from typing import Any
+
+__all__ = ["RecomputedOnCast", "cached_rows"]
+
+
+class RecomputedOnCast(nn.Module):
+    """Base of the modules whose cached tables are a function of their arguments.
+
+    A dtype cast (``.half()``, ``.double()``, ``.to(dtype)``) recomputes the tables with
+    ``reset_parameters()``, rounded once to the new dtype, instead of casting the old dtype's
+    values: a cast table would round twice (float64 → float32 → float16), and rows added later,
+    when the cache grows, would be rounded once, so the same position would change bits.
+    ``_cast_buffer`` names the buffer whose dtype tells whether a cast happened.
+    """
+
+    _cast_buffer: str
+
+    def reset_parameters(self) -> None:  # pragma: no cover - every subclass defines it
+        raise NotImplementedError
+
+    def _apply(self, fn: Any, recurse: bool = True) -> RecomputedOnCast:
+        dtype = getattr(self, self._cast_buffer).dtype
+        super()._apply(fn, recurse)
+        table = getattr(self, self._cast_buffer)
+        if table.dtype != dtype and table.device.type != "meta":
+            self.reset_parameters()
+        return self
 
 
 def cached_rows(

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from posenc._cache import cached_rows
+from posenc._cache import RecomputedOnCast, cached_rows
 from posenc._checks import (
     check_bool,
     check_choice,
@@ -187,7 +187,7 @@ def sinusoidal_2d(
     return round_once(torch.cat(parts, dim=1), dtype)
 
 
-class VideoPositionalEncoding(nn.Module):
+class VideoPositionalEncoding(RecomputedOnCast):
     r"""Adds a per-frame sinusoidal encoding (and optionally a per-patch 2-D one) to video tokens.
 
     For input :math:`x` of shape ``(batch, frames, height, width, dim)``:
@@ -232,6 +232,7 @@ class VideoPositionalEncoding(nn.Module):
 
     frame_pe: torch.Tensor
     spatial_pe: torch.Tensor | None
+    _cast_buffer = "frame_pe"
 
     def __init__(
         self,

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from posenc._cache import cached_rows
+from posenc._cache import RecomputedOnCast, cached_rows
 from posenc._checks import (
     check_bool,
     check_choice,
@@ -568,7 +568,7 @@ def apply_rope_qk(
 # --------------------------------------------------------------------------------------------
 
 
-class RotaryEmbedding(nn.Module):
+class RotaryEmbedding(RecomputedOnCast):
     r"""Rotary position embedding for ``(batch, heads, seq, dim)`` queries and keys.
 
     Caches cos/sin for positions ``0 … max_len-1`` (non-persistent buffers ``cos_cached``
@@ -611,6 +611,7 @@ class RotaryEmbedding(nn.Module):
 
     cos_cached: torch.Tensor
     sin_cached: torch.Tensor
+    _cast_buffer = "cos_cached"
 
     def __init__(
         self,
@@ -638,15 +639,6 @@ class RotaryEmbedding(nn.Module):
         with torch.no_grad():
             self.cos_cached.copy_(cos)
             self.sin_cached.copy_(sin)
-
-    def _apply(self, fn: Any, recurse: bool = True) -> "RotaryEmbedding":
-        dtype = self.cos_cached.dtype
-        super()._apply(fn, recurse)
-        # .double(), .half(), .to(dtype): a cast cache would keep the old dtype's rounding (a
-        # float64 model with float32-accurate angles); recompute it, rounded once to the new dtype.
-        if self.cos_cached.dtype != dtype and self.cos_cached.device.type != "meta":
-            self.reset_parameters()
-        return self
 
     @property
     def rotary_dim(self) -> int:

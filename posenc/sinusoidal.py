@@ -7,7 +7,7 @@ import math
 import torch
 from torch import nn
 
-from posenc._cache import cached_rows
+from posenc._cache import RecomputedOnCast, cached_rows
 from posenc._checks import (
     check_bool,
     check_choice,
@@ -140,7 +140,7 @@ def sinusoidal_table(
     return table
 
 
-class SinusoidalPositionalEncoding(nn.Module):
+class SinusoidalPositionalEncoding(RecomputedOnCast):
     r"""Adds a fixed sinusoidal table to its input, then applies dropout.
 
     ``forward(x) = dropout(x + PE[offset : offset + seq])``. The table is a buffer (saved in the
@@ -173,6 +173,7 @@ class SinusoidalPositionalEncoding(nn.Module):
     """
 
     pe: torch.Tensor
+    _cast_buffer = "pe"
 
     def __init__(
         self,

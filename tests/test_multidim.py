@@ -436,3 +436,11 @@ def test_video_bad_construction():
 def test_video_spatial_must_be_a_bool(value: object) -> None:
     with pytest.raises(TypeError, match="spatial must be a bool"):
         VideoPositionalEncoding(8, max_frames=4, spatial=value)  # type: ignore[arg-type]
+
+
+def test_half_video_module_gives_the_same_bits_before_and_after_growth() -> None:
+    module = VideoPositionalEncoding(8, max_frames=3000).half()
+    x = torch.zeros(1, 3000, 2, 2, 8, dtype=torch.float16)
+    before = module(x)
+    module(torch.zeros(1, 3001, 2, 2, 8, dtype=torch.float16))  # grows the frame cache
+    assert torch.equal(module(x), before)

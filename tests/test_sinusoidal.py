@@ -253,7 +253,9 @@ def test_module_to_casts_and_moves_buffer() -> None:
     table32 = module.pe.clone()
     module.to(torch.float64)
     assert module.pe.dtype == torch.float64
-    assert torch.equal(module.pe, table32.double())
+    # Recomputed in the new dtype, not cast: float64-accurate, not float32 values widened.
+    assert torch.equal(module.pe, sinusoidal_table(16, 10, dtype=torch.float64))
+    assert not torch.equal(module.pe, table32.double())
     assert module(torch.zeros(1, 4, 10, dtype=torch.float64)).dtype == torch.float64
     module.to(torch.bfloat16)
     assert module.pe.dtype == torch.bfloat16
@@ -360,3 +362,14 @@ def test_module_flags_must_be_bools(value: object) -> None:
     # A truthy string or int would otherwise be read as True and pick a layout silently.
     with pytest.raises(TypeError, match="batch_first must be a bool"):
         SinusoidalPositionalEncoding(8, batch_first=value)  # type: ignore[arg-type]
+
+
+def test_half_module_gives_the_same_bits_before_and_after_growth() -> None:
+    # A cast table would be rounded twice (float64 -> float32 -> float16) and the rows added when
+    # the cache grows once: positions would change bits. After .half() the table is recomputed.
+    module = SinusoidalPositionalEncoding(8, max_len=3000).half()
+    x = torch.zeros(1, 3000, 8, dtype=torch.float16)
+    before = module(x)
+    module(torch.zeros(1, 3001, 8, dtype=torch.float16))  # grows the cache
+    assert torch.equal(module(x), before)
+    assert torch.equal(before[0], sinusoidal_table(3000, 8, dtype=torch.float16))
