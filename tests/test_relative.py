@@ -433,10 +433,11 @@ def test_rel_shift_bad_input():
 
 
 def _mesh_tf_bucket(relative_position: np.ndarray, bidirectional: bool, num_buckets: int,
-                    max_distance: int) -> np.ndarray:
+                    max_distance: int, real: type = np.float32) -> np.ndarray:
     """Transcription of mesh_tensorflow ``transformer/transformer_layers._relative_position_bucket``
     in NumPy: float32 arithmetic throughout (``mtf.to_float``; Python constants become float32
-    tensors), truncation by ``mtf.to_int32``."""
+    tensors), truncation by ``mtf.to_int32``. ``real=np.float64`` gives the same formula in
+    float64, to find the settings where the two differ."""
     ret = np.zeros_like(relative_position, dtype=np.int64)
     n = -relative_position
     if bidirectional:
@@ -448,18 +449,30 @@ def _mesh_tf_bucket(relative_position: np.ndarray, bidirectional: bool, num_buck
     max_exact = num_buckets // 2
     is_small = n < max_exact
     with np.errstate(divide="ignore"):
-        log_ratio = np.log(n.astype(np.float32) / np.float32(max_exact))
-    scaled = log_ratio / np.float32(math.log(max_distance / max_exact)) * np.float32(num_buckets - max_exact)
+        log_ratio = np.log(n.astype(real) / real(max_exact))
+    scaled = log_ratio / real(math.log(max_distance / max_exact)) * real(num_buckets - max_exact)
     val_if_large = max_exact + np.where(is_small, 0, scaled).astype(np.int64)
     val_if_large = np.minimum(val_if_large, num_buckets - 1)
     return ret + np.where(is_small, n, val_if_large)
 
 
+#: (bidirectional, num_buckets, max_distance) where float32 and float64 arithmetic give different
+#: buckets, so that the float32 steps are what the comparison checks.
+FLOAT32_MATTERS = [(True, 166, 1000), (False, 83, 1000), (False, 159, 2048)]
+
+
+@pytest.mark.parametrize(("bidirectional", "num_buckets", "max_distance"), FLOAT32_MATTERS)
+def test_t5_settings_where_float32_matters(bidirectional: bool, num_buckets: int, max_distance: int) -> None:
+    relative = np.arange(-3 * max_distance, 3 * max_distance + 1, dtype=np.int64)
+    in_float32 = _mesh_tf_bucket(relative, bidirectional, num_buckets, max_distance)
+    in_float64 = _mesh_tf_bucket(relative, bidirectional, num_buckets, max_distance, real=np.float64)
+    assert (in_float32 != in_float64).any()
+
+
 @pytest.mark.parametrize("bidirectional", [True, False])
-# (166, 1000) and (318, 2048): settings where float32 and float64 arithmetic give different
-# buckets (two distances each), so the float32 steps are what is being checked.
 @pytest.mark.parametrize(
-    ("num_buckets", "max_distance"), [(32, 128), (64, 256), (8, 20), (320, 4096), (166, 1000), (318, 2048)]
+    ("num_buckets", "max_distance"),
+    [(32, 128), (64, 256), (8, 20), (320, 4096), (166, 1000), (318, 2048), (83, 1000), (159, 2048)],
 )
 def test_t5_buckets_equal_mesh_tensorflow(bidirectional: bool, num_buckets: int, max_distance: int) -> None:
     relative = np.arange(-3 * max_distance, 3 * max_distance + 1, dtype=np.int64)

@@ -57,10 +57,16 @@ SCRIPT = textwrap.dedent(
             "case": [dtype, interleaved, inverse, width, heads],
             "local": int(re.search(r"LOCAL:(\d+)", usage).group(1)),
             "registers": int(re.search(r"REG:(\d+)", usage).group(1)),
-            "ptx_fma": len(re.findall(r"\bfma\.", ptx)),
-            "ptx_unrounded": len(re.findall(r"\b(?:mul|add|sub)\.f(?:16|32)\b", ptx)),
-            "vector_loads": len(re.findall(r"LDG\.E\.128", sass)),
-            "scalar_loads": len(re.findall(r"LDG\.E(?:\.U16)?\s", sass)),
+            # Fused multiply-adds on floats (integer mad.lo computes addresses).
+            "ptx_fma": len(re.findall(
+                r"\b(?:fma|mad)(?:\.[a-z0-9]+)*\.(?:f16x2|bf16x2|f16|bf16|f32|f64)\b", ptx)),
+            # Floating-point products and sums (any modifiers: .ftz, .sat, x2 vectors) that are
+            # not explicitly rounded to nearest.
+            "ptx_unrounded": len([op for op in re.findall(
+                r"\b(?:mul|add|sub)(?:\.[a-z0-9]+)*\.(?:f16x2|bf16x2|f16|bf16|f32)\b", ptx)
+                if ".rn." not in op]),
+            "vector_loads": len(re.findall(r"\bLDG\S*\.128\b", sass)),
+            "other_loads": len([op for op in re.findall(r"\bLDG\S*", sass) if ".128" not in op]),
         })
     print(json.dumps(results))
     """
@@ -100,6 +106,7 @@ def test_no_fused_multiply_add(compiled_cases: list[dict]) -> None:
 def test_no_spills_and_vector_loads(compiled_cases: list[dict]) -> None:
     for case in compiled_cases:
         assert case["local"] == 0, case  # no registers spilled to local memory
-        assert case["registers"] <= 255, case
-        # 128-bit loads in both layouts (the interleaved one loads whole rows and splits them).
-        assert case["vector_loads"] > 0 and case["scalar_loads"] == 0, case
+        # At least three programs of four warps fit in an SM's 65,536 registers.
+        assert 65536 // (4 * 32 * case["registers"]) >= 3, case
+        # Only 128-bit loads, in both layouts (the interleaved one loads whole rows and splits them).
+        assert case["vector_loads"] > 0 and case["other_loads"] == 0, case

@@ -107,7 +107,7 @@ T5_SETTINGS = (
     (True, 8, 20),
     (False, 64, 256),
     (True, 166, 1000),
-    (False, 318, 2048),
+    (False, 159, 2048),
 )
 T5_SPAN = 3000
 

@@ -294,10 +294,8 @@ def test_apply_rope_equals_llama_apply_rotary_pos_emb(dtype: torch.dtype) -> Non
     ours_q = apply_rope(q, cos[:, None], sin[:, None])
     ours_k = apply_rope(k, cos[:, None], sin[:, None])
     assert ours_q.dtype == dtype and ours_k.dtype == dtype
-    # Equal up to rounding: the eager kernel rounds x2 * sin once less (fused multiply-add),
-    # so results may differ by an ulp of the output (|y| < 8 here).
-    torch.testing.assert_close(ours_q, ref_q, rtol=2 * eps, atol=8 * eps)
-    torch.testing.assert_close(ours_k, ref_k, rtol=2 * eps, atol=8 * eps)
+    # The same bits: both round each product, then the sum (no fused multiply-add).
+    assert torch.equal(ours_q, ref_q) and torch.equal(ours_k, ref_k)
 
 
 @pytest.mark.reference_doc

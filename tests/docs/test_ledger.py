@@ -16,6 +16,8 @@ sys.path.insert(0, str(ROOT / "docs" / "_ext"))
 import posenc_ledger  # noqa: E402
 
 GALLERY = ROOT / "docs" / "auto_examples"
+#: posenc_ledger.VERDICTS as the Chinese ledger shows them, in the same order.
+ZH_VERDICTS = ("成立", "有条件成立", "不成立", "本站无法检验")
 ROW = re.compile(r"<tr[^>]*>(.*?)</tr>", re.DOTALL)
 CELL = re.compile(r"<td[^>]*>(.*?)</td>", re.DOTALL)
 TAG = re.compile(r"<[^>]+>")
@@ -39,7 +41,7 @@ def _recorded() -> list[dict[str, str]]:
     ("lang", "verdicts"),
     [
         ("en", set(posenc_ledger.VERDICTS)),
-        ("zh_CN", {"成立", "有条件成立", "不成立", "本站无法检验"}),
+        ("zh_CN", set(ZH_VERDICTS)),
     ],
 )
 def test_ledger_holds_every_recorded_claim(site: Path, lang: str, verdicts: set[str]) -> None:
@@ -51,6 +53,9 @@ def test_ledger_holds_every_recorded_claim(site: Path, lang: str, verdicts: set[
         claim, _, measured, verdict, page = (TAG.sub("", c).strip() for c in cells)
         assert TAG.sub("", measured) == html.escape(row["measured"], quote=False)
         assert verdict in verdicts
+        # This row's own verdict, in the page's language.
+        expected = row["verdict"] if lang == "en" else ZH_VERDICTS[posenc_ledger.VERDICTS.index(row["verdict"])]
+        assert verdict == expected, (verdict, row)
         if lang == "en":
             # Sphinx's smart quotes turn ' into ’, "…" into “…” and ... into … in page text.
             plain = claim.replace("\u2019", "'").replace("\u2026", "...")

@@ -86,6 +86,11 @@ def test_built_pages_name_their_part_and_link_neighbours(site: Path, lang: str) 
             assert f'href="{posixpath.relpath(f"{part}/index.html", here)}"' in crumbs, (lang, page)
             prev_link = html[html.index('class="left-prev"'):][:200]
             assert f'href="{posixpath.relpath(f"{previous}.html", here)}"' in prev_link, (lang, page)
+        for page, following in zip(entries, entries[1:]):
+            html = (site / lang / f"{page}.html").read_text(encoding="utf-8")
+            next_link = html[html.index('class="right-next"'):][:200]
+            here = posixpath.dirname(page)
+            assert f'href="{posixpath.relpath(f"{following}.html", here)}"' in next_link, (lang, page)
 
 
 @pytest.mark.parametrize("lang", ["en", "zh_CN"])

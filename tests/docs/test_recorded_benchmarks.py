@@ -36,8 +36,12 @@ def test_malformed_results_name_the_file(tmp_path: Path) -> None:
 
 
 def test_every_committed_result_file_is_valid() -> None:
-    for path, data in posenc_benchmarks.read_results():
+    files = posenc_benchmarks.read_results()
+    for path, data in files:
         assert data["environment"].get("gpu"), f"{path}: a recorded GPU result names its GPU"
+    # The folder's README says whether anything is recorded; it must agree with the folder.
+    readme = (ROOT / "benchmarks" / "results" / "README.md").read_text(encoding="utf-8")
+    assert ("No file is recorded yet." in readme) == (not files)
 
 
 @pytest.mark.docs
