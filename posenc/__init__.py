@@ -29,7 +29,7 @@ from posenc.rope import (
     rope_cos_sin,
     rope_inv_freq,
 )
-from posenc.rope_config import rope_report
+from posenc.rope_config import RopeReport, rope_report
 from posenc.sinusoidal import SinusoidalPositionalEncoding, sinusoidal_frequencies, sinusoidal_table
 
 from posenc import diagnostics, models, numpy  # noqa: E402  (submodules: posenc.diagnostics, ...)
@@ -49,6 +49,7 @@ __all__ = [
     "rope_cos_sin",
     "rope_inv_freq",
     "rope_report",
+    "RopeReport",
     "LearnedPositionalEncoding",
     "RelativePositionEmbedding",
     "SinusoidalPositionalEncoding",

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, TypeVar
 
 import torch
 
-from posenc._checks import check_choice, check_even, check_positive_float, check_positive_int
+from posenc._checks import check_bool, check_choice, check_even, check_positive_float, check_positive_int
 from posenc._frequencies import inverse_frequencies
 
 __all__ = ["COMMON_KEYS", "ROPE_TYPES", "SCALING_TYPES", "RopeScaling", "parse_scaling"]
@@ -250,8 +250,8 @@ class YarnScaling(RopeScaling):
             else:
                 attention_factor = _yarn_mscale(factor, 1.0)
         truncate = p.params.get("truncate")
-        if truncate is not None and not isinstance(truncate, bool):
-            raise TypeError(f"scaling['truncate'] must be a bool, got {truncate!r}")
+        if truncate is not None:
+            check_bool("scaling['truncate']", truncate)
         return cls(
             rotary_dim,
             base,

@@ -24,6 +24,7 @@ from posenc._checks import (
     check_int,
     check_integer_tensor,
     check_ndim,
+    check_nonnegative_int,
     check_positive_float,
     check_positive_int,
     check_probability,
@@ -652,7 +653,6 @@ class EncoderClassifier(nn.Module):
 
     def __init__(self, config: TransformerConfig, num_classes: int) -> None:
         super().__init__()
-        # The head is built first so the backbone's initial weights match Transformer(config).
         self.head = nn.Linear(config.dim, check_positive_int("num_classes", num_classes))
         self.transformer = Transformer(config)
 
@@ -818,8 +818,7 @@ def train(
         raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
     if max_grad_norm is not None:
         max_grad_norm = check_positive_float("max_grad_norm", max_grad_norm)
-    if not isinstance(warmup, int) or isinstance(warmup, bool) or warmup < 0:
-        raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
+    warmup = check_nonnegative_int("warmup", warmup)
     previous_threads = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(check_positive_int("threads", threads))
