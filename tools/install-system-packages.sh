@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages given as arguments, where apt exists and they are missing.
 #   make html  -> fonts-noto-cjk             (Chinese glyphs in figures; matplotlib falls back to it)
-#   make test  -> chromium chromium-driver   (headless browser for tests/browser)
+#   make test  -> chromium                   (headless browser for tests/browser, via Playwright)
 #                 g++                        (torch.compile's CPU backend in the library tests)
 set -euo pipefail
 packages=("$@")

@@ -139,7 +139,7 @@ def _ui_catalogue_changed(app: Any, env: Any, added: set[str], changed: set[str]
     """Re-read every page when the project's "sphinx" catalogue changed.
 
     Sphinx re-reads a page when the page's own catalogue changes, but not for the "sphinx"
-    domain, whose strings (numpydoc's "References" heading...) are built into the doctrees.
+    domain, whose strings (napoleon's "References" heading...) are built into the doctrees.
     """
     import hashlib
 
@@ -161,7 +161,7 @@ def _ui_catalogue_changed(app: Any, env: Any, added: set[str], changed: set[str]
 
 
 def _translate_optional(app: Any, doctree: Any) -> None:
-    """numpydoc's "int, optional" keeps the English word, in italics: translate it, upright; and
+    """napoleon's "int, optional" keeps the English word, in italics: translate it, upright; and
     the index's "module" entries, which Sphinx writes in English.
 
     napoleon renders the ``optional`` of a parameter's type as emphasis and never translates it;
