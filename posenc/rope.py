@@ -524,6 +524,10 @@ def apply_rope_qk(
     tuple of torch.Tensor
         The rotated ``q`` and ``k``: new tensors, or ``q`` and ``k`` themselves with
         ``inplace=True``.
+
+    References
+    ----------
+    Su et al., "RoFormer: Enhanced Transformer with Rotary Position Embedding", 2021.
     """
     check_choice("layout", layout, ROPE_LAYOUTS)
     check_choice("backend", backend, ROPE_BACKENDS)
@@ -763,6 +767,10 @@ def interleaved_to_half(x: torch.Tensor) -> torch.Tensor:
     -------
     torch.Tensor
         Shape ``(..., d)``: ``cat(x[..., 0::2], x[..., 1::2])``.
+
+    References
+    ----------
+    Hugging Face transformers, ``models/llama/convert_llama_weights_to_hf.py`` (``permute``).
     """
     d = _check_pairs("x", x)
     return x.unflatten(-1, (d // 2, 2)).transpose(-1, -2).flatten(-2)
@@ -781,6 +789,10 @@ def half_to_interleaved(x: torch.Tensor) -> torch.Tensor:
     -------
     torch.Tensor
         Shape ``(..., d)``.
+
+    References
+    ----------
+    Hugging Face transformers, ``models/llama/convert_llama_weights_to_hf.py`` (``permute``).
     """
     d = _check_pairs("x", x)
     return x.unflatten(-1, (2, d // 2)).transpose(-1, -2).flatten(-2)
@@ -807,6 +819,10 @@ def permute_for_half_layout(weight: torch.Tensor, num_heads: int) -> torch.Tenso
     -------
     torch.Tensor
         Same shape as ``weight``.
+
+    References
+    ----------
+    Hugging Face transformers, ``models/llama/convert_llama_weights_to_hf.py`` (``permute``).
     """
     if not isinstance(weight, torch.Tensor):
         raise TypeError(f"weight must be a torch.Tensor, got {type(weight).__name__}")

@@ -190,6 +190,11 @@ def rope_report(config: Mapping[str, Any] | str | os.PathLike[str]) -> RopeRepor
     ValueError
         If the file is not JSON, or the config has no usable head width, base or scaling (message
         from :func:`posenc.rope_inv_freq`'s checks).
+
+    References
+    ----------
+    Hugging Face transformers, ``modeling_rope_utils.py`` (``standardize_rope_params`` and the
+    ``_validate_*_rope_parameters`` checks), whose reading of a config this reproduces.
     """
     if isinstance(config, (str, os.PathLike)):
         with open(config, encoding="utf-8") as file:
