@@ -153,8 +153,8 @@ plt.show()
 # loses most of that lead, because it converts the whole tensor to float32 and back. The
 # library's targets for its CPU path are to be at least twice as fast as Hugging Face's eager
 # formula and to take at most twice the time of the copy; this build's ratios are printed below.
-# The second moves with the copy's own time, which depends on the allocator (next section), so
-# from one build to the next it can land on either side of its target.
+# Both vary from build to build with the machine, the second also with the copy's own time, part
+# of which is the allocation of new memory, measured in the next section.
 by_name = {r.implementation: r for r in rows if r.shape == shape}
 by_name_bf16 = {r.implementation: r for r in rows_bf16}
 # The text relies on this: Hugging Face's formula far from the copy, Meta's form the closest in
