@@ -13,9 +13,9 @@ disagree with that formula in about one entry in seven.
 
 Two implementations, chosen per call by ``backend`` (:func:`_kernel_inputs`): on CUDA, one
 Triton kernel (:mod:`posenc._triton_rope`) that reads each element once and writes it once, for
-queries and keys together; elsewhere, six elementwise PyTorch operations that write each half of
-the output in place (no full-size temporaries), over cache-sized blocks on a CPU. Both give the
-same bits.
+queries and keys together; elsewhere, four elementwise PyTorch operations (the products of the swapped pairs with signed
+sines into one scratch tensor, then ``x * cos`` plus that scratch), over cache-sized blocks on a
+CPU. Both give the same bits.
 
 For ``torch.compile`` the kernels are custom operators (``posenc::rope_rotate``,
 ``posenc::rope_rotate_qk`` and the in-place ``posenc::rope_rotate_qk_``): opaque, so a compiled
@@ -134,76 +134,100 @@ def _kernel_inputs(
     return ready, cos, sin
 
 
-# On a CPU the six elementwise passes of the PyTorch path run over blocks of about this size, so
+# On a CPU the four elementwise passes of the PyTorch path run over blocks of about this size, so
 # that each block's operands stay in the core's cache between passes: memory traffic then
-# approaches one read of x and one write of out. Smaller blocks pay more per-call overhead.
+# approaches one read of x and one write of out. Smaller blocks pay more per-call overhead (and
+# below about 256 KiB an operation no longer splits across two threads).
 _CPU_BLOCK_BYTES = 1 << 19
 
 
-def _cpu_blocks(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, out: torch.Tensor
-) -> list[tuple[torch.Tensor, ...]] | None:
-    """``(x, cos, sin, out)`` split into cache-sized blocks of whole rows, or None when ``x`` is
-    small, not on the CPU, or its leading axes (or those of cos broadcast to it) do not merge."""
-    row_bytes = x.shape[-1] * x.element_size()
-    if x.device.type != "cpu" or x.ndim < 2 or x.numel() * x.element_size() <= 4 * _CPU_BLOCK_BYTES:
+def _cpu_block_plan(x: torch.Tensor) -> tuple[int, int] | None:
+    """Where to cut ``x`` into cache-sized blocks: ``(axis, length)``, each block
+    ``x[i_0, ..., i_{axis-1}, j : j + length]`` with the later axes whole; None when ``x`` is
+    small or not on the CPU."""
+    if x.device.type != "cpu" or x.ndim < 2 or x.numel() * x.element_size() <= _CPU_BLOCK_BYTES:
         return None
-    seq, width = x.shape[-2], cos.shape[-1]
-    lead = (*x.shape[:-1], width)
-    try:
-        views = [x.view(-1, seq, x.shape[-1]), cos.expand(lead).view(-1, seq, width),
-                 sin.expand(lead).view(-1, seq, width), out.view(-1, seq, out.shape[-1])]
-    except RuntimeError:
-        return None
-    slices = max(1, _CPU_BLOCK_BYTES // (seq * row_bytes))
-    rows = seq if slices > 1 else max(1, _CPU_BLOCK_BYTES // row_bytes)
-    return [
-        tuple(v[i : i + slices, s : s + rows] for v in views)
-        for i in range(0, views[0].shape[0], slices)
-        for s in range(0, seq, rows)
-    ]
+    inner = x.shape[-1] * x.element_size()
+    for axis in range(x.ndim - 2, -1, -1):
+        if inner * x.shape[axis] > _CPU_BLOCK_BYTES:
+            return axis, max(1, _CPU_BLOCK_BYTES // inner)
+        inner *= x.shape[axis]
+    return None  # unreachable: x is larger than a block
+
+
+def _cut(t: torch.Tensor, axis: int, length: int) -> list[torch.Tensor]:
+    """``t`` in the blocks of :func:`_cpu_block_plan`, as views (any strides)."""
+    if axis == 0:
+        return list(t.split(length))
+    return [block for sub in t.unbind(0) for block in _cut(sub, axis - 1, length)]
+
+
+def _signed_sines(sin: torch.Tensor, interleaved: bool, inverse: bool) -> torch.Tensor:
+    """``T`` with ``y = x * cos + swap(x) * T`` (:func:`_swap_pairs`): ``T = (-sin_a, sin_b)``,
+    and for the transposed rotation ``swap(T) = (sin_b, -sin_a)``. Negation is exact, so
+    ``y_a = x_a c_a + x_b (-s_a)`` has the bits of ``x_a c_a - x_b s_a``."""
+    signed = sin.clone()
+    pair_views(signed, signed.shape[-1], interleaved)[0].neg_()
+    return _swap_pairs(signed, interleaved) if inverse else signed
+
+
+def _swap_pairs(t: torch.Tensor, interleaved: bool) -> torch.Tensor:
+    """``t`` (rotated channels only) with the two members of each pair exchanged, a new tensor."""
+    if interleaved:
+        return t.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)
+    return t.roll(t.shape[-1] // 2, -1)
 
 
 def _torch_rotate_into(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool, out: torch.Tensor
+    x: torch.Tensor, cos: torch.Tensor, signed: torch.Tensor, interleaved: bool, out: torch.Tensor
 ) -> None:
-    """The rotation in PyTorch, written into ``out`` (``out`` may be ``x``)."""
-    inplace = out is x
-    blocks = _cpu_blocks(x, cos, sin, out)
-    for xb, cb, sb, ob in blocks if blocks is not None else [(x, cos, sin, out)]:
-        _torch_rotate_block(xb, cb, sb, interleaved, ob, inplace)
+    """The rotation in PyTorch, ``out = x * cos + swap(x) * signed``, written into ``out``
+    (``out`` may be ``x``); ``signed`` from :func:`_signed_sines`.
+
+    A small tensor takes four operations on whole tensors. A large one on a CPU is rotated block
+    by block (:func:`_cpu_block_plan`) into one block-sized scratch tensor, the products of the
+    swapped pairs written half by half: two half-width and two full-width passes over a block
+    that stays in cache, and no temporaries the size of ``x``.
+    """
+    width = cos.shape[-1]
+    plan = _cpu_block_plan(out)
+    if plan is None:
+        products = _swap_pairs(_rotated_channels(x, width), interleaved) * signed
+        torch.mul(_rotated_channels(x, width), cos, out=_rotated_channels(out, width))
+        _rotated_channels(out, width).add_(products)
+    else:
+        _torch_rotate_blocks(x, cos, signed, interleaved, out, plan)
+    if out is not x and width < x.shape[-1]:
+        out[..., width:] = x[..., width:]
 
 
-def _torch_rotate_block(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool, out: torch.Tensor,
-    inplace: bool,
+def _torch_rotate_blocks(
+    x: torch.Tensor, cos: torch.Tensor, signed: torch.Tensor, interleaved: bool, out: torch.Tensor,
+    plan: tuple[int, int],
 ) -> None:
     width = cos.shape[-1]
-    x1, x2 = pair_views(x, width, interleaved)
-    c1, c2 = pair_views(cos, width, interleaved)
-    s1, s2 = pair_views(sin, width, interleaved)
-    o1, o2 = pair_views(out, width, interleaved)
-    # One half-width scratch tensor holds the second product; each half of ``out`` is then
-    # written once and updated once: x is read twice, out written twice, nothing full-size extra.
-    scratch = torch.empty(o1.shape, dtype=out.dtype, device=out.device)
-    if inplace:
-        # The new first half needs the old second half and vice versa, so the first half is
-        # formed aside and copied in last.
-        first = torch.mul(x1, c1)
-        torch.mul(x2, s1, out=scratch)
-        first.sub_(scratch)
-        torch.mul(x1, s2, out=scratch)
-        x2.mul_(c2).add_(scratch)
-        x1.copy_(first)
-        return
-    torch.mul(x1, c1, out=o1)
-    torch.mul(x2, s1, out=scratch)
-    o1.sub_(scratch)
-    torch.mul(x2, c2, out=o2)
-    torch.mul(x1, s2, out=scratch)
-    o2.add_(scratch)
-    if width < x.shape[-1]:
-        out[..., width:] = x[..., width:]
+    lead = (*out.shape[:-1], width)
+    cos, signed = cos.expand(lead), signed.expand(lead)  # so that every operand cuts alike
+    operands = (
+        _rotated_channels(x, width), *pair_views(x, width, interleaved), cos,
+        *pair_views(signed, width, interleaved), _rotated_channels(out, width),
+    )
+    axis, length = plan
+    scratch = torch.empty((length, *lead[axis + 1 :]), dtype=out.dtype, device=out.device)
+    scratch_views: dict[int, tuple[torch.Tensor, ...]] = {}  # by block length (the last may be shorter)
+    for x_rot, x1, x2, c, t1, t2, out_rot in zip(*(_cut(t, axis, length) for t in operands)):
+        n = out_rot.shape[0]
+        if n not in scratch_views:
+            scratch_views[n] = (scratch[:n], *pair_views(scratch[:n], width, interleaved))
+        products, p1, p2 = scratch_views[n]
+        torch.mul(x2, t1, out=p1)
+        torch.mul(x1, t2, out=p2)
+        torch.mul(x_rot, c, out=out_rot)  # after the products: out may be x
+        out_rot.add_(products)
+
+
+def _rotated_channels(t: torch.Tensor, width: int) -> torch.Tensor:
+    return t[..., :width] if width < t.shape[-1] else t
 
 
 def _rotate_pairs(
@@ -217,10 +241,9 @@ def _rotate_pairs(
         with torch.cuda.device(device) if device.type == "cuda" else nullcontext():
             _triton_kernels().launch(ready, cos, sin, interleaved, inverse)
         return
-    if inverse:
-        sin = _swap_negate(sin, interleaved)
+    signed = _signed_sines(sin, interleaved, inverse)
     for x, out in pairs:
-        _torch_rotate_into(x, cos, sin, interleaved, out)
+        _torch_rotate_into(x, cos, signed, interleaved, out)
 
 
 # The three kernels as plain functions (what eager calls run: a custom operator's dispatch

@@ -281,31 +281,52 @@ def test_apply_rope_non_contiguous_input() -> None:
 
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
 @pytest.mark.parametrize(
-    "shape, cos_batch",
+    "shape, cos_batch, transposed, plan",
     [
-        ((2, 8, 512, 128), False),  # blocks of whole (batch, head) slices
-        ((1, 1, 16384, 64), False),  # one long slice: blocks of rows
-        ((2, 8, 512, 128), True),  # per-sample cos (batch, 1, seq, w): axes do not merge
+        ((2, 8, 512, 128), False, False, (1, 2)),  # blocks of whole (batch, head) slices
+        ((1, 1, 17000, 64), False, False, (2, 2048)),  # one long slice: blocks of rows, the last shorter
+        ((2, 8, 512, 128), True, False, (1, 2)),  # per-sample cos (batch, 1, seq, w)
+        ((2, 8, 512, 128), False, True, (1, 2)),  # a (batch, heads, seq, dim) view of (batch, seq, heads, dim)
+        ((3, 7, 200, 128), False, False, (1, 5)),  # blocks of 5 heads and of the last 2
+        ((2, 3, 5, 24), True, True, None),  # small: whole-tensor operations, no blocks
     ],
 )
-def test_cpu_blocks_give_the_unblocked_bits(
-    layout: str, shape: tuple[int, ...], cos_batch: bool, monkeypatch: pytest.MonkeyPatch
+def test_torch_path_gives_the_formula_bits_blocked_or_whole(
+    layout: str, shape: tuple[int, ...], cos_batch: bool, transposed: bool, plan: tuple[int, int],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Large CPU tensors are rotated block by block (cache-sized); the bits must not change.
-    x = torch.randn(*shape, generator=torch.Generator().manual_seed(0))
-    width = shape[-1] - 16  # partial rotary: the pass-through channels are copied per block too
-    positions = torch.arange(shape[2]).expand(shape[0], -1) + torch.arange(shape[0])[:, None]
-    cos, sin = rope_cos_sin(positions if cos_batch else shape[2], width, layout=layout)
+    # Large CPU tensors are rotated block by block (cache-sized), small ones whole; the bits must
+    # not depend on it, and must be those of the formula.
+    batch, heads, seq, dim = shape
+    x = torch.randn(batch, seq, heads, dim, generator=torch.Generator().manual_seed(0)).transpose(1, 2)
+    if not transposed:
+        x = x.contiguous()
+    width = dim - 8  # partial rotary: the pass-through channels are copied too
+    positions = torch.arange(seq).expand(batch, -1) + torch.arange(batch)[:, None]
+    cos, sin = rope_cos_sin(positions if cos_batch else seq, width, layout=layout)
     if cos_batch:
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-    assert x.numel() * x.element_size() > 4 * _rotation._CPU_BLOCK_BYTES
-    assert (_rotation._cpu_blocks(x, cos, sin, x) is None) == cos_batch
+    assert _rotation._cpu_block_plan(x) == plan
     blocked = apply_rope(x, cos, sin, layout=layout)
+    interleaved = layout == "interleaved"
+    blocked_inverse = _rotation.rotate(x, cos, sin, interleaved, inverse=True)
     blocked_inplace = apply_rope_qk(x.clone(), x.clone(), cos, sin, layout=layout, inplace=True)[0]
     monkeypatch.setattr(_rotation, "_CPU_BLOCK_BYTES", 1 << 40)
+    assert _rotation._cpu_block_plan(x) is None
     whole = apply_rope(x, cos, sin, layout=layout)
     assert torch.equal(blocked, whole)
     assert torch.equal(blocked_inplace, whole)
+    assert torch.equal(blocked_inverse, _rotation.rotate(x, cos, sin, interleaved, inverse=True))
+    # ...and they are the formula's: each product rounded, then the sum (or difference).
+    x1, x2 = _rotation.pair_views(x, width, interleaved)
+    c1, c2 = _rotation.pair_views(cos, width, interleaved)
+    s1, s2 = _rotation.pair_views(sin, width, interleaved)
+    for got, y1, y2 in [
+        (whole, x1 * c1 - x2 * s1, x2 * c2 + x1 * s2),
+        (blocked_inverse, x1 * c1 + x2 * s2, x2 * c2 - x1 * s1),
+    ]:
+        assert torch.equal(torch.stack(_rotation.pair_views(got, width, interleaved)), torch.stack((y1, y2)))
+        assert torch.equal(got[..., width:], x[..., width:])
 
 
 def test_apply_rope_forward_mode_ad_outside_torch_func() -> None:
