@@ -434,10 +434,10 @@ def apply_rope(
 
     The result has the bits of that formula (each product rounded, no fused multiply-add) on
     every path: with or without autograd, under ``torch.compile`` and under ``torch.func``
-    transforms (``vmap``, ``jvp``, ``grad``). On CPU the kernel writes each half of the output in
-    place (no full-size temporaries), over cache-sized blocks: for large tensors about twice as
-    fast as the formula written with ``rotate_half`` (the performance page measures it); its
-    backward is the rotation by :math:`-\theta`. On CUDA a Triton
+    transforms (``vmap``, ``jvp``, ``grad``). On CPU a large tensor is rotated over cache-sized
+    blocks with one block-sized scratch tensor (no temporaries the size of ``x``): in float32,
+    over twice as fast as the formula written with ``rotate_half`` (the performance page
+    measures it). The backward is the rotation by :math:`-\theta`. On CUDA a Triton
     kernel does the same arithmetic in one pass over ``x`` (the same bits; see ``backend``). Only
     shapes and dtypes are checked: no host synchronisation. To rotate queries and keys together
     (one kernel launch, optionally in place) use :func:`apply_rope_qk`.

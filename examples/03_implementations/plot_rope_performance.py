@@ -55,7 +55,8 @@ print(f"floating-point operations per byte: {3 * (q.numel() + k.numel()) / moved
 #   \theta_i}` (:func:`posenc.benchmark.meta_complex_rope`), which works only for the interleaved
 #   layout and computes in float32.
 # * **posenc**: :func:`posenc.apply_rope_qk`. On a GPU it is one Triton kernel for ``q`` and ``k``
-#   together. On a CPU it is six elementwise PyTorch operations, run block by block over
+#   together. On a CPU it is four elementwise PyTorch operations (the swapped pairs times signed
+#   sines into a scratch tensor, then ``x * cos`` plus that scratch), run block by block over
 #   cache-sized pieces of the tensors.
 #
 # Timing code that computes something else measures nothing, so
@@ -147,7 +148,7 @@ plt.show()
 # On this CPU, at the largest size, the Hugging Face formula takes more than twice the time of
 # the copy (its share is in the table): each of its operations writes a full-size intermediate,
 # and the data crosses the memory bus again for each one. ``torch.compile`` fuses the operations
-# into one loop; posenc runs its six passes over cache-sized blocks, so that the intermediates
+# into one loop; posenc runs its four passes over cache-sized blocks, so that the intermediates
 # need not leave the cache. Meta's complex form is the fastest in float32, close to the copy,
 # because one complex multiplication reads each pair once and writes it once. In bfloat16 it
 # loses most of that lead, because it converts the whole tensor to float32 and back. The
