@@ -496,8 +496,10 @@ def apply_rope_qk(
     ``(apply_rope(q, cos, sin), apply_rope(k, cos, sin))``. With the Triton backend the two
     tensors are rotated by one kernel launch instead of two, forward and backward.
 
-    ``inplace=True`` writes the results into ``q`` and ``k`` and returns them; nothing of the
-    size of ``q`` or ``k`` is allocated. Autograd works through it (the backward is the rotation by
+    ``inplace=True`` writes the results into ``q`` and ``k`` and returns them. Nothing of the
+    size of ``q`` or ``k`` is allocated by the Triton kernel, nor on a CPU, where the scratch
+    space is about one cache-sized block (512 KiB); the PyTorch path on other devices makes
+    temporaries of that size. Autograd works through it (the backward is the rotation by
     :math:`-\theta`, which needs only cos/sin), except for gradients of ``cos``/``sin``, which
     would need the overwritten values, and for ``torch.func`` transforms; both are refused with
     an error. ``q`` and ``k`` must not share memory: two views of the same elements are refused

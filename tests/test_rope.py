@@ -329,6 +329,28 @@ def test_torch_path_gives_the_formula_bits_blocked_or_whole(
         assert torch.equal(got[..., width:], x[..., width:])
 
 
+def _largest_cpu_allocations(fn) -> list[int]:  # type: ignore[no-untyped-def]
+    """Bytes of the CPU allocations that ``fn()`` makes, largest first (PyTorch's profiler)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    return sorted((e.cpu_memory_usage for e in prof.events() if e.cpu_memory_usage > 0), reverse=True)
+
+
+@pytest.mark.parametrize("seq", [1024, 32])  # blocked, and small enough to be rotated whole
+def test_inplace_rotation_on_cpu_allocates_at_most_a_block(seq: int) -> None:
+    # The docstring of apply_rope_qk: in place, nothing the size of q or k on a CPU.
+    q, k = torch.randn(2, 8, seq, 64), torch.randn(2, 8, seq, 64)
+    cos, sin = rope_cos_sin(seq, 64)
+    out_of_place = _largest_cpu_allocations(lambda: apply_rope_qk(q, k, cos, sin))
+    assert out_of_place[:2] == [q.nbytes, k.nbytes]  # the probe sees the two outputs
+    in_place = _largest_cpu_allocations(lambda: apply_rope_qk(q, k, cos, sin, inplace=True))
+    assert max(in_place) <= _rotation._CPU_BLOCK_BYTES
+    if seq == 1024:
+        assert q.nbytes >= 8 * _rotation._CPU_BLOCK_BYTES
+
+
 def test_apply_rope_forward_mode_ad_outside_torch_func() -> None:
     # torch.autograd.forward_ad dual tensors do not require grad; the tangent must still flow.
     import torch.autograd.forward_ad as fwAD
