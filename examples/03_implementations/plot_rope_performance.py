@@ -149,21 +149,21 @@ plt.show()
 # the copy (its share is in the table): each of its operations writes a full-size intermediate,
 # and the data crosses the memory bus again for each one. ``torch.compile`` fuses the operations
 # into one loop; posenc runs its four passes over cache-sized blocks, so that the intermediates
-# need not leave the cache. Meta's complex form is the fastest in float32, close to the copy,
-# because one complex multiplication reads each pair once and writes it once. In bfloat16 it
-# loses most of that lead, because it converts the whole tensor to float32 and back. The
+# need not leave the cache. Meta's complex form is the fastest in float32, because one complex
+# multiplication reads each pair once and writes it once. In bfloat16 it loses that lead,
+# because it converts the whole tensor to float32 and back. The
 # library's targets for its CPU path are to be at least twice as fast as Hugging Face's eager
 # formula and to take at most twice the time of the copy; this build's ratios are printed below.
 # Both vary from build to build with the machine, the second also with the copy's own time, part
 # of which is the allocation of new memory, measured in the next section.
 by_name = {r.implementation: r for r in rows if r.shape == shape}
 by_name_bf16 = {r.implementation: r for r in rows_bf16}
-# The text relies on this: Hugging Face's formula far from the copy, Meta's form the closest in
-# float32 (the arithmetic done, the data moved once), and it loses most of its share in bfloat16.
+# The text relies on this: Hugging Face's formula far from the copy, Meta's form the fastest in
+# float32 and not in bfloat16. (Each share divides by the copy's time, which varies from run to
+# run with its allocation, so only comparisons that hold whatever the copy took are asserted.)
 assert by_name["Hugging Face eager"].fraction_of_copy < 0.5
 assert max(names[1:], key=lambda n: by_name[n].fraction_of_copy) == "Meta complex"
-assert by_name["Meta complex"].fraction_of_copy > 0.6
-assert by_name_bf16["Meta complex"].fraction_of_copy < 0.5 * by_name["Meta complex"].fraction_of_copy
+assert max(names[1:], key=lambda n: by_name_bf16[n].fraction_of_copy) != "Meta complex"
 hf_over_posenc = by_name["Hugging Face eager"].ms / by_name["posenc"].ms
 posenc_over_copy = by_name["posenc"].ms / by_name["copy"].ms
 print(f"{shape} float32:")
