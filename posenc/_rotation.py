@@ -13,9 +13,9 @@ disagree with that formula in about one entry in seven.
 
 Two implementations, chosen per call by ``backend`` (:func:`_kernel_inputs`): on CUDA, one
 Triton kernel (:mod:`posenc._triton_rope`) that reads each element once and writes it once, for
-queries and keys together; elsewhere, four elementwise PyTorch operations (the products of the swapped pairs with signed
-sines into one scratch tensor, then ``x * cos`` plus that scratch), over cache-sized blocks on a
-CPU. Both give the same bits.
+queries and keys together; elsewhere, four elementwise PyTorch operations (the products of the
+swapped pairs with signed sines into one scratch tensor, then ``x * cos`` plus that scratch),
+over cache-sized blocks on a CPU. Both give the same bits.
 
 For ``torch.compile`` the kernels are custom operators (``posenc::rope_rotate``,
 ``posenc::rope_rotate_qk`` and the in-place ``posenc::rope_rotate_qk_``): opaque, so a compiled
@@ -192,9 +192,10 @@ def _torch_rotate_into(
     width = cos.shape[-1]
     plan = _cpu_block_plan(out)
     if plan is None:
-        products = _swap_pairs(_rotated_channels(x, width), interleaved) * signed
-        torch.mul(_rotated_channels(x, width), cos, out=_rotated_channels(out, width))
-        _rotated_channels(out, width).add_(products)
+        x_rot, out_rot = _rotated_channels(x, width), _rotated_channels(out, width)
+        products = _swap_pairs(x_rot, interleaved) * signed
+        torch.mul(x_rot, cos, out=out_rot)  # after the products: out may be x
+        out_rot.add_(products)
     else:
         _torch_rotate_blocks(x, cos, signed, interleaved, out, plan)
     if out is not x and width < x.shape[-1]:
@@ -313,8 +314,7 @@ def _join_pairs(a: torch.Tensor, b: torch.Tensor, interleaved: bool) -> torch.Te
 
 def _swap_negate(sin: torch.Tensor, interleaved: bool) -> torch.Tensor:
     """``S`` with ``S_a = -sin_b`` and ``S_b = -sin_a``: the sines of the transposed rotation."""
-    s1, s2 = pair_views(sin, sin.shape[-1], interleaved)
-    return _join_pairs(-s2, -s1, interleaved)
+    return -_swap_pairs(sin, interleaved)
 
 
 def _rotation_of_cos_sin(

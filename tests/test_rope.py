@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -292,8 +293,8 @@ def test_apply_rope_non_contiguous_input() -> None:
     ],
 )
 def test_torch_path_gives_the_formula_bits_blocked_or_whole(
-    layout: str, shape: tuple[int, ...], cos_batch: bool, transposed: bool, plan: tuple[int, int],
-    monkeypatch: pytest.MonkeyPatch,
+    layout: str, shape: tuple[int, ...], cos_batch: bool, transposed: bool,
+    plan: tuple[int, int] | None, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Large CPU tensors are rotated block by block (cache-sized), small ones whole; the bits must
     # not depend on it, and must be those of the formula.
@@ -329,7 +330,7 @@ def test_torch_path_gives_the_formula_bits_blocked_or_whole(
         assert torch.equal(got[..., width:], x[..., width:])
 
 
-def _largest_cpu_allocations(fn) -> list[int]:  # type: ignore[no-untyped-def]
+def _largest_cpu_allocations(fn: Callable[[], object]) -> list[int]:
     """Bytes of the CPU allocations that ``fn()`` makes, largest first (PyTorch's profiler)."""
     from torch.profiler import ProfilerActivity, profile
 
@@ -340,7 +341,8 @@ def _largest_cpu_allocations(fn) -> list[int]:  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("seq", [1024, 32])  # blocked, and small enough to be rotated whole
 def test_inplace_rotation_on_cpu_allocates_at_most_a_block(seq: int) -> None:
-    # The docstring of apply_rope_qk: in place, nothing the size of q or k on a CPU.
+    # The docstring of apply_rope_qk: in place on a CPU, no allocation beyond one cache-sized
+    # block (so nothing the size of a q or k larger than a block).
     q, k = torch.randn(2, 8, seq, 64), torch.randn(2, 8, seq, 64)
     cos, sin = rope_cos_sin(seq, 64)
     out_of_place = _largest_cpu_allocations(lambda: apply_rope_qk(q, k, cos, sin))
