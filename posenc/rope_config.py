@@ -1,14 +1,15 @@
-"""Reading a Hugging Face ``config.json``: what its RoPE settings mean, and the usual mistakes.
+"""Reading a Hugging Face ``config.json``: what its RoPE settings mean, layer by layer.
 
-:func:`rope_report` takes the config as a dict (``rope_parameters``, or the legacy
-``rope_scaling`` with a top-level ``rope_theta``) and returns a :class:`RopeReport`: the scaling
-type, factor, original and target context, which frequency bands are touched, the attention
-factor, and warnings for the mistakes users hit. ``python -m posenc rope CONFIG.json`` prints it.
+:func:`rope_report` takes a config (a dict, a ``config.json`` path or a model directory) and
+returns a :class:`RopeReport`: for each RoPE setting of the model (one, or one per layer type as
+in Gemma 3), the scaling type, base, rotated width, factor, original and target context, which
+frequency bands are touched and the attention factor; the softmax scale; which layers use which
+setting (NoPE layers included); the values that came from defaults; notes; and warnings for real
+mistakes only. ``python -m posenc rope PATH [--json]`` prints it.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Mapping
@@ -17,61 +18,69 @@ from typing import Any
 
 import torch
 
-from posenc._checks import check_positive_float, check_positive_int
+from posenc._checks import check_positive_float
+from posenc._config_reading import ModelRope, read_config
 from posenc._frequencies import inverse_frequencies
-from posenc._rope_scaling import COMMON_KEYS, SCALING_TYPES, parse_scaling
+from posenc._rope_scaling import COMMON_KEYS, SCALING_TYPES, RopeScaling, parse_scaling
 
-__all__ = ["RopeReport", "rope_report"]
+__all__ = ["LayerGroup", "RopeReport", "RopeScheme", "rope_report"]
+
+# Keys that a model's own code reads and transformers does not: not typos, so notes.
+_KEYS_OF_OTHER_CODE = {
+    "finetuned": "read by the YaRN authors' code (NousResearch's Yarn-Llama and Yarn-Mistral), "
+    "where it selects the fine-tuned model's dynamic variant",
+}
 
 # Types whose "original context" is original_max_position_embeddings (with a fallback).
 _ORIGINAL_CONTEXT_TYPES = ("yarn", "longrope", "llama3")
 
 
-@dataclass
-class RopeReport:
-    """What a config's RoPE settings mean. ``str(report)`` is the readable form.
+@dataclass(frozen=True)
+class RopeScheme:
+    """One RoPE setting of a model and what it does to the frequencies.
 
     Attributes
     ----------
+    name : str
+        The layer type it serves (``"full_attention"``, ``"sliding_attention"``…), or ``"all"``
+        when one setting serves every RoPE layer.
     rope_type : str
         The scaling type (``"default"`` when there is none).
     base : float
-        ``rope_theta``.
-    head_dim, rotary_dim : int
-        Head width and the number of channels that rotate.
+        ``rope_theta`` (after any family multiplier).
+    rotary_dim : int
+        Number of channels that rotate.
     factor : float or None
         The scaling factor, where the type has one.
-    original_context : int or None
-        The context the model was trained on, as the type reads it.
-    target_context : int or None
+    original_context, target_context : int or None
+        The context the model was trained on, as the type reads it, and
         ``max_position_embeddings``.
     attention_factor : float
         Factor applied to cos and sin.
-    pairs : int
-        Number of rotated channel pairs.
-    unchanged, interpolated, in_between : int
-        Pairs whose frequency is kept, divided by the full factor, or changed by less (at the
-        target context).
+    inv_freq : torch.Tensor
+        Float64 ``(rotary_dim // 2,)``: the inverse frequencies at the target context.
+    pairs, unchanged, interpolated, in_between : int
+        Rotated pairs, and those whose frequency is kept, divided by the full factor, or changed
+        by less (at the target context).
     longer_than_original : int or None
-        Pairs whose wavelength exceeds the original context (they never completed a turn in
-        training); ``None`` when the config does not state an original context.
-    wavelength : torch.Tensor
-        Float64 ``(pairs,)``: each pair's wavelength before scaling, in positions.
-    slow_down : torch.Tensor
-        Float64 ``(pairs,)``: how much slower each pair turns after scaling, at the target
-        context.
-    warnings : list of str
-        Mistakes and surprises found in the config.
+        Pairs whose wavelength exceeds the original context; ``None`` when no original context
+        is stated.
+    wavelength, slow_down : torch.Tensor
+        Float64 ``(pairs,)``: each pair's wavelength before scaling, in positions, and how much
+        slower it turns after scaling.
+    parameters : dict
+        The ``rope_parameters`` as read (``rope_theta`` and the model-level keys filled in).
     """
 
+    name: str
     rope_type: str
     base: float
-    head_dim: int
     rotary_dim: int
     factor: float | None
     original_context: int | None
     target_context: int | None
     attention_factor: float
+    inv_freq: torch.Tensor
     pairs: int
     unchanged: int
     interpolated: int
@@ -79,25 +88,144 @@ class RopeReport:
     longer_than_original: int | None
     wavelength: torch.Tensor
     slow_down: torch.Tensor
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class LayerGroup:
+    """Layers that share an attention kind and a RoPE setting.
+
+    ``scheme`` is the name of a :class:`~posenc.rope_config.RopeScheme` in the report, or ``None`` for layers
+    without RoPE (NoPE). ``window`` is the sliding window or attention chunk, in positions.
+    """
+
+    layers: tuple[int, ...]
+    attention: str
+    scheme: str | None
+    window: int | None
+
+
+@dataclass
+class RopeReport:
+    """What a config's RoPE settings mean. ``str(report)`` is the readable form,
+    :meth:`~posenc.rope_config.RopeReport.to_dict` the machine-readable one.
+
+    Attributes
+    ----------
+    source : str or None
+        The file read (``None`` for a dict).
+    model_type : str or None
+        The language model's ``model_type``.
+    read_from : str or None
+        ``"text_config"`` when the settings were read from a nested language-model config.
+    head_dim, query_width : int
+        Head width, and the query/key width that the softmax scale divides by (they differ in
+        DeepSeek's MLA, where the query is ``qk_nope_head_dim + qk_rope_head_dim`` wide).
+    softmax_scale : float
+        The factor applied to :math:`q \\cdot k` before the softmax.
+    softmax_scale_rule : str
+        How it was computed.
+    layout : str
+        Which channels form a rotated pair in the model's code.
+    schemes : dict of str to posenc.rope_config.RopeScheme
+        The model's RoPE settings, by name.
+    layers : list of posenc.rope_config.LayerGroup
+        Which layers use which setting; one group when every layer is the same.
+    mrope_section : tuple of int or None
+        M-RoPE's (time, height, width) frequency sections, for Qwen-VL models.
+    mrope_interleaved : bool
+        Whether those sections are interleaved (Qwen3-VL) rather than blocked (Qwen2-VL).
+    temperature_tuning : dict or None
+        Llama 4's attention-temperature settings for its NoPE layers.
+    towers : dict of str to str
+        RoPE settings of vision or audio towers, listed but not analysed.
+    defaults : dict
+        Values the config omits, filled in with the model family's defaults.
+    notes, warnings : list of str
+        Explanations, and mistakes (a warning means the config is likely read differently
+        from what its makers meant).
+    """
+
+    source: str | None
+    model_type: str | None
+    read_from: str | None
+    head_dim: int
+    query_width: int
+    softmax_scale: float
+    softmax_scale_rule: str
+    layout: str
+    schemes: dict[str, RopeScheme]
+    layers: list[LayerGroup]
+    mrope_section: tuple[int, ...] | None
+    mrope_interleaved: bool
+    temperature_tuning: dict[str, Any] | None
+    towers: dict[str, str]
+    defaults: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
-    def __str__(self) -> str:
-        def show(value: Any) -> str:
-            return "-" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+    @property
+    def scheme(self) -> RopeScheme:
+        """The setting of the global (full-attention) layers, or the only one."""
+        for name in ("all", "full_attention"):
+            if name in self.schemes:
+                return self.schemes[name]
+        return next(iter(self.schemes.values()))
 
-        lines = [
-            f"rope_type          {self.rope_type}",
-            f"base (rope_theta)  {int(self.base) if self.base.is_integer() else self.base}",
-            f"head_dim           {self.head_dim} ({self.rotary_dim} channels rotate, {self.pairs} pairs)",
-            f"factor             {show(self.factor)}",
-            f"original context   {show(self.original_context)}",
-            f"target context     {show(self.target_context)}",
-            f"attention factor   {self.attention_factor:.6g}",
-            f"frequency pairs    {self.unchanged} unchanged, {self.interpolated} divided by the factor, "
-            f"{self.in_between} in between",
-            f"                   {show(self.longer_than_original)} with a wavelength longer than the "
-            f"original context",
-        ]
+    def to_dict(self) -> dict[str, Any]:
+        """The report as plain JSON-ready values (tensors become lists of floats)."""
+
+        def plain(value: Any) -> Any:
+            if isinstance(value, torch.Tensor):
+                return value.tolist()
+            if isinstance(value, Mapping):
+                return {str(k): plain(v) for k, v in value.items()}
+            if isinstance(value, (list, tuple)):
+                return [plain(v) for v in value]
+            return value
+
+        return {
+            "source": self.source, "model_type": self.model_type, "read_from": self.read_from,
+            "head_dim": self.head_dim, "query_width": self.query_width,
+            "softmax_scale": self.softmax_scale, "softmax_scale_rule": self.softmax_scale_rule,
+            "layout": self.layout,
+            "schemes": {name: plain(vars(s)) for name, s in self.schemes.items()},
+            "layers": [plain(vars(g)) for g in self.layers],
+            "mrope_section": plain(self.mrope_section), "mrope_interleaved": self.mrope_interleaved,
+            "temperature_tuning": self.temperature_tuning, "towers": self.towers,
+            "defaults": self.defaults, "notes": self.notes, "warnings": self.warnings,
+        }
+
+    def __str__(self) -> str:
+        lines = []
+        if self.model_type is not None:
+            where = " (read under text_config)" if self.read_from else ""
+            lines.append(f"model_type         {self.model_type}{where}")
+        width = "" if self.query_width == self.head_dim else f" (query width {self.query_width})"
+        lines.append(f"head_dim           {self.head_dim}{width}")
+        lines.append(f"softmax scale      {self.softmax_scale:.6g} = {self.softmax_scale_rule}")
+        lines.append(f"layout             {self.layout}")
+        if self.mrope_section is not None:
+            kind = "interleaved" if self.mrope_interleaved else "blocked"
+            lines.append(f"M-RoPE sections    {list(self.mrope_section)} (time, height, width; {kind})")
+        for scheme in self.schemes.values():
+            if len(self.schemes) > 1:
+                lines.append(f"setting {scheme.name}")
+            lines += [("  " if len(self.schemes) > 1 else "") + line for line in _scheme_lines(scheme)]
+        if len(self.layers) > 1:
+            lines.append("layers")
+            lines += _layer_table(self.layers, self.schemes)
+        if self.temperature_tuning is not None:
+            settings = ", ".join(f"{k}={v}" for k, v in self.temperature_tuning.items())
+            lines.append(f"NoPE temperature   {settings}")
+        for name, summary in self.towers.items():
+            lines.append(f"tower {name}: {summary} (not analysed)")
+        if self.defaults:
+            shown = ", ".join(f"{k} = {_number(v)}" for k, v in self.defaults.items())
+            lines.append(f"defaults           {shown} (not in the config; the family's defaults)")
+        if self.notes:
+            lines.append("notes")
+            lines += [f"  - {n}" for n in self.notes]
         if self.warnings:
             lines.append("warnings")
             lines += [f"  - {w}" for w in self.warnings]
@@ -106,33 +234,122 @@ class RopeReport:
         return "\n".join(lines)
 
 
-def _rope_parameters(config: Mapping[str, Any], warnings: list[str]) -> dict[str, Any]:
-    """The rope parameters as one dict (new or legacy form), ``rope_theta`` included."""
-    params = config.get("rope_parameters")
-    if params is None and config.get("rope_scaling") is not None:
-        params = config["rope_scaling"]
-        warnings.append(
-            "legacy 'rope_scaling' (transformers 5 reads 'rope_parameters', with rope_theta inside)"
-        )
-    params = dict(params or {})
-    if "rope_theta" not in params and "rope_theta" in config:
-        params["rope_theta"] = config["rope_theta"]
-    if "type" in params and "rope_type" not in params:
-        warnings.append(
-            f"legacy key 'type': {params['type']!r} (write 'rope_type'; 'type' is still read as a fallback)"
-        )
-        params["rope_type"] = params.pop("type")
-    elif "type" in params:
-        warnings.append("both 'type' and 'rope_type' are set: 'rope_type' wins, 'type' is ignored")
-        params.pop("type")
-    if "partial_rotary_factor" not in params and "partial_rotary_factor" in config:
-        params["partial_rotary_factor"] = config["partial_rotary_factor"]
-    if "max_position_embeddings" in config:
-        params["max_position_embeddings"] = config["max_position_embeddings"]
-    # Phi-3 keeps original_max_position_embeddings at the top level; transformers reads it there.
-    if "original_max_position_embeddings" not in params and "original_max_position_embeddings" in config:
-        params["original_max_position_embeddings"] = config["original_max_position_embeddings"]
-    return params
+def _number(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() and abs(value) < 1e15 else f"{value:g}"
+    return str(value)
+
+
+def _scheme_lines(s: RopeScheme) -> list[str]:
+    return [
+        f"rope_type          {s.rope_type}",
+        f"base (rope_theta)  {_number(s.base)}",
+        f"rotated channels   {s.rotary_dim} ({s.pairs} pairs)",
+        f"factor             {_number(s.factor)}",
+        f"original context   {_number(s.original_context)}",
+        f"target context     {_number(s.target_context)}",
+        f"attention factor   {s.attention_factor:.6g}",
+        f"frequency pairs    {s.unchanged} unchanged, {s.interpolated} divided by the factor, "
+        f"{s.in_between} in between",
+        f"                   {_number(s.longer_than_original)} with a wavelength longer than the "
+        f"original context",
+    ]
+
+
+def _layer_list(layers: tuple[int, ...], total: int) -> str:
+    if len(layers) <= 8:
+        return ", ".join(map(str, layers))
+    return f"{len(layers)} of {total}"
+
+
+def _layer_table(groups: list[LayerGroup], schemes: Mapping[str, RopeScheme]) -> list[str]:
+    total = sum(len(g.layers) for g in groups)
+    rows = [("layers", "attention", "window", "RoPE", "base", "scaling", "rotated")]
+    for g in groups:
+        scheme = schemes.get(g.scheme) if g.scheme is not None else None
+        rows.append((
+            _layer_list(g.layers, total), g.attention, _number(g.window),
+            "none (NoPE)" if scheme is None else g.scheme or "",
+            "-" if scheme is None else _number(scheme.base),
+            "-" if scheme is None else scheme.rope_type,
+            "0" if scheme is None else str(scheme.rotary_dim),
+        ))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+
+
+def _scheme(name: str, head_dim: int, params: dict[str, Any], warnings: list[str],
+            notes: list[str]) -> RopeScheme:
+    """Frequencies and their analysis for one ``rope_parameters`` dict."""
+    params = dict(params)
+    rope_type = params.get("rope_type", "default")
+    label = "" if name == "all" else f"{name}: "
+    kind = SCALING_TYPES.get(rope_type)
+    for key in sorted(set(params) & set(_KEYS_OF_OTHER_CODE)):
+        notes.append(f"{label}'{key}': {_KEYS_OF_OTHER_CODE[key]}; transformers does not read it")
+        params.pop(key)
+    if kind is not None:
+        unknown = sorted(set(params) - COMMON_KEYS - kind.keys)
+        if unknown:
+            warnings.append(f"{label}keys that rope_type={rope_type!r} does not use (ignored here): {unknown}")
+            params = {k: v for k, v in params.items() if k not in unknown}
+    target = params.get("max_position_embeddings")
+    factor_given = params.get("factor")
+    original = params.get("original_max_position_embeddings")
+    if rope_type in _ORIGINAL_CONTEXT_TYPES:
+        if original is None:
+            warnings.append(label + _missing_original_warning(rope_type, target, params))
+        elif rope_type == "yarn" and target is not None and factor_given is not None:
+            ratio = target / original
+            if not math.isclose(ratio, factor_given, rel_tol=1e-6):
+                notes.append(
+                    f"{label}yarn factor {factor_given:g}, while max_position_embeddings / "
+                    f"original_max_position_embeddings = {target} / {original} = {ratio:g}; the "
+                    f"frequencies and the attention factor use the factor")
+    elif rope_type == "dynamic":
+        original = target
+        notes.append(f"{label}dynamic reads max_position_embeddings ({target}) as the trained context: "
+                     f"frequencies change only for sequences longer than that")
+    elif rope_type == "linear":
+        notes.append(f"{label}linear: max_position_embeddings does not enter the frequencies; the factor "
+                     f"alone divides every frequency")
+    base = check_positive_float("rope_theta" if name == "all" else f"{name} rope_theta", params.pop("rope_theta"))
+    scaling: RopeScaling = parse_scaling(head_dim, base, params)  # raises for an invalid config
+    if original is None and rope_type in _ORIGINAL_CONTEXT_TYPES:
+        original = target
+    factor = getattr(scaling, "factor", None)
+    seq_len = target if target is not None else (
+        int(factor * original) if factor is not None and original is not None else None
+    )
+    inv_freq = scaling.inv_freq(seq_len, None)
+    unscaled = inverse_frequencies(scaling.rotary_dim, scaling.base)
+    slow_down = unscaled / inv_freq
+    unchanged = int(torch.isclose(slow_down, torch.ones_like(slow_down), rtol=1e-12, atol=0).sum())
+    full = 0
+    if factor is not None and factor != 1.0:
+        full = int(torch.isclose(slow_down, torch.full_like(slow_down, factor), rtol=1e-9, atol=0).sum())
+    wavelength = 2 * math.pi / unscaled
+    return RopeScheme(
+        name=name,
+        rope_type=rope_type,
+        base=float(base),
+        rotary_dim=scaling.rotary_dim,
+        factor=factor,
+        original_context=original,
+        target_context=target,
+        attention_factor=scaling.attention_factor,
+        inv_freq=inv_freq,
+        pairs=slow_down.numel(),
+        unchanged=unchanged,
+        interpolated=full,
+        in_between=slow_down.numel() - unchanged - full,
+        longer_than_original=int((wavelength > original).sum()) if original is not None else None,
+        wavelength=wavelength,
+        slow_down=slow_down,
+        parameters={**params, "rope_theta": base},
+    )
 
 
 def _missing_original_warning(rope_type: str, target: int | None, params: Mapping[str, Any]) -> str:
@@ -154,31 +371,76 @@ def _missing_original_warning(rope_type: str, target: int | None, params: Mappin
                    f"{target} positions were extended {factor:g}x beyond it")
 
 
+def _yarn_mscale(scale: float, mscale: float) -> float:
+    return 1.0 if scale <= 1.0 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+def _softmax_scale(model: ModelRope, main: RopeScheme) -> tuple[float, str]:
+    """The factor on q·k, and how it was computed (the model family's rule)."""
+    width = model.query_width
+    if model.softmax_scale_rule == "query_pre_attn_scalar":
+        scalar = model.softmax_scale_inputs["query_pre_attn_scalar"]
+        return float(scalar) ** -0.5, f"query_pre_attn_scalar ** -0.5 ({scalar})"
+    if model.softmax_scale_rule == "mla":
+        params = main.parameters
+        mscale_all_dim = params.get("mscale_all_dim") or 0
+        if main.rope_type != "default" and mscale_all_dim:
+            m = _yarn_mscale(float(params["factor"]), float(mscale_all_dim))
+            return (width ** -0.5) * m * m, (
+                f"(qk_nope_head_dim + qk_rope_head_dim) ** -0.5 x mscale**2 ({width}, mscale {m:.6g} "
+                f"from factor {params['factor']:g} and mscale_all_dim {mscale_all_dim:g})")
+        return width ** -0.5, f"(qk_nope_head_dim + qk_rope_head_dim) ** -0.5 ({width})"
+    return width ** -0.5, f"head_dim ** -0.5 ({width})"
+
+
+def _layer_groups(model: ModelRope) -> list[LayerGroup]:
+    """Layers grouped by (attention kind, RoPE setting, window)."""
+    n = model.num_layers
+    if n is None:
+        return [LayerGroup(layers=(), attention="full_attention", scheme=next(iter(model.parameters)),
+                           window=None)]
+    kinds = model.layer_types or ["full_attention"] * n
+    rope = model.rope_layers or [True] * n
+    groups: dict[tuple[str, str | None, int | None], list[int]] = {}
+    for i in range(n):
+        scheme = None
+        if rope[i]:
+            scheme = kinds[i] if kinds[i] in model.parameters else "all"
+            if scheme not in model.parameters:
+                scheme = next(iter(model.parameters))
+        window = {"sliding_attention": model.sliding_window,
+                  "chunked_attention": model.attention_chunk_size}.get(kinds[i])
+        groups.setdefault((kinds[i], scheme, window), []).append(i)
+    return [LayerGroup(tuple(layers), kind, scheme, window) for (kind, scheme, window), layers in groups.items()]
+
+
 def rope_report(config: Mapping[str, Any] | str | os.PathLike[str]) -> RopeReport:
     r"""Explain the RoPE settings of a Hugging Face model config.
 
-    Reads ``rope_parameters`` (transformers 5) or the legacy ``rope_scaling`` with a top-level
-    ``rope_theta``, plus ``max_position_embeddings``, ``head_dim`` (or ``hidden_size /
-    num_attention_heads``) and ``partial_rotary_factor``. The frequencies are those of
-    :func:`posenc.rope_inv_freq` at the target context. Warnings cover:
+    Reads the config as transformers 5 does: ``rope_parameters`` (one dict, or one per layer
+    type) or the legacy ``rope_scaling`` beside ``rope_theta``; a multimodal model's
+    ``text_config``; and the model family's own keys and defaults (GPT-NeoX's ``rotary_pct``,
+    DeepSeek's ``qk_rope_head_dim``, Gemma 3's ``rope_local_base_freq`` and layer pattern,
+    Llama 4's NoPE layers, Qwen-VL's ``mrope_section``…; the table is
+    ``posenc/data/model_families.json``). The frequencies are those of
+    :func:`posenc.rope_inv_freq` at the target context.
 
-    * the legacy ``rope_scaling`` dict and its ``"type"`` key;
-    * keys the scaling type does not use (they are left out of the computation);
-    * a missing ``original_max_position_embeddings`` (YaRN, LongRoPE, Llama 3 then take
-      ``max_position_embeddings`` as the trained context; a ``factor``, if given, still applies);
-    * a ``factor`` that disagrees with ``max_position_embeddings / original_max_position_embeddings``;
-    * ``dynamic``, which reads ``max_position_embeddings`` as the *trained* context, so raising it
-      delays the scaling; and ``linear``, where ``max_position_embeddings`` changes nothing.
+    Warnings are for mistakes only: a missing ``original_max_position_embeddings`` for YaRN,
+    LongRoPE or Llama 3 (the target context is then taken as the trained one); a missing
+    ``rope_theta`` in a config that scales RoPE; keys the scaling type does not use, and
+    top-level keys that look like a misspelt RoPE key; two spellings of one value that
+    disagree; and a family key that transformers does not read while its default differs.
+    Legacy spellings and how each type reads its lengths are notes.
 
     Parameters
     ----------
     config : dict, str or os.PathLike
-        The parsed ``config.json``, or the path of one.
+        The parsed ``config.json``, its path, or a model directory holding it.
 
     Returns
     -------
     posenc.rope_config.RopeReport
-        ``str()`` of it is a readable report.
+        ``str()`` of it is a readable report, ``to_dict()`` a JSON-ready one.
 
     Raises
     ------
@@ -188,98 +450,41 @@ def rope_report(config: Mapping[str, Any] | str | os.PathLike[str]) -> RopeRepor
         If ``config`` is not a dict or a path (or the file holds no JSON object), or a value has
         the wrong type.
     ValueError
-        If the file is not JSON, or the config has no usable head width, base or scaling (message
-        from :func:`posenc.rope_inv_freq`'s checks).
+        If the file is not JSON, the config has no RoPE settings, or a head width, base or
+        scaling is invalid (message from :func:`posenc.rope_inv_freq`'s checks).
 
     References
     ----------
-    Hugging Face transformers, ``modeling_rope_utils.py`` (``standardize_rope_params`` and the
-    ``_validate_*_rope_parameters`` checks), whose reading of a config this reproduces.
+    Hugging Face transformers 5.24, ``modeling_rope_utils.py`` (``standardize_rope_params``, the
+    ``_compute_*_parameters`` functions and the ``_validate_*_rope_parameters`` checks) and the
+    models' configuration classes, whose reading of a config this reproduces.
     """
-    if isinstance(config, (str, os.PathLike)):
-        with open(config, encoding="utf-8") as file:
-            config = json.load(file)  # json.JSONDecodeError is a ValueError
-    if not isinstance(config, Mapping):
-        raise TypeError(f"config must be a dict (a parsed config.json) or a path, got {type(config).__name__}")
-    warnings: list[str] = []
-    params = _rope_parameters(config, warnings)
-    rope_type = params.get("rope_type", "default")
-    head_dim = config.get("head_dim")
-    if head_dim is None:
-        if "hidden_size" not in config or "num_attention_heads" not in config:
-            raise ValueError("config needs 'head_dim', or 'hidden_size' and 'num_attention_heads'")
-        # transformers' rule, floor division included.
-        head_dim = (check_positive_int("hidden_size", config["hidden_size"])
-                    // check_positive_int("num_attention_heads", config["num_attention_heads"]))
-    head_dim = check_positive_int("head_dim", head_dim)
-    base = check_positive_float("rope_theta", params.get("rope_theta", 10000.0))
-
-    kind = SCALING_TYPES.get(rope_type)
-    if kind is not None:
-        unknown = sorted(set(params) - COMMON_KEYS - kind.keys)
-        if unknown:
-            warnings.append(f"keys that rope_type={rope_type!r} does not use (ignored here): {unknown}")
-            params = {k: v for k, v in params.items() if k not in unknown}
-    target = params.get("max_position_embeddings")
-    if rope_type in _ORIGINAL_CONTEXT_TYPES:
-        original = params.get("original_max_position_embeddings")
-        if original is None:
-            warnings.append(_missing_original_warning(rope_type, target, params))
-        elif target is not None and params.get("factor") is not None:
-            ratio = target / original
-            if not math.isclose(ratio, params["factor"], rel_tol=1e-6):
-                warnings.append(
-                    f"factor {params['factor']:g} disagrees with max_position_embeddings / "
-                    f"original_max_position_embeddings = {target} / {original} = {ratio:g}; "
-                    f"the frequencies use the factor"
-                )
-    elif rope_type == "dynamic":
-        original = target
-        warnings.append(
-            f"dynamic reads max_position_embeddings ({target}) as the trained context: frequencies "
-            f"change only for sequences longer than that; raising it to the target length delays "
-            f"the scaling"
-        )
-    elif rope_type == "linear":
-        original = None
-        warnings.append(
-            "linear: max_position_embeddings does not enter the frequencies, so raising it does "
-            "not scale twice; the factor alone divides every frequency"
-        )
-    else:
-        original = None
-
-    scaling = parse_scaling(head_dim, base, params)  # raises for an invalid config
-    if original is None and rope_type in _ORIGINAL_CONTEXT_TYPES:
-        original = target
-    factor = getattr(scaling, "factor", None)
-    seq_len = target if target is not None else (
-        int(factor * original) if factor is not None and original is not None else None
+    model = read_config(config)
+    schemes = {
+        name: _scheme(name, model.rotary_head_dim, params, model.warnings, model.notes)
+        for name, params in model.parameters.items()
+    }
+    report = RopeReport(
+        source=model.source,
+        model_type=model.model_type,
+        read_from=model.read_from,
+        head_dim=model.head_dim,
+        query_width=model.query_width,
+        softmax_scale=0.0,
+        softmax_scale_rule="",
+        layout=model.layout,
+        schemes=schemes,
+        layers=_layer_groups(model),
+        mrope_section=model.mrope_section,
+        mrope_interleaved=model.mrope_interleaved,
+        temperature_tuning=model.temperature_tuning,
+        towers=model.towers,
+        defaults=model.defaults,
+        notes=model.notes,
+        warnings=model.warnings,
     )
-    inv_freq = scaling.inv_freq(seq_len, None)
-    unscaled = inverse_frequencies(scaling.rotary_dim, scaling.base)
-    slow_down = unscaled / inv_freq
-    unchanged = int(torch.isclose(slow_down, torch.ones_like(slow_down), rtol=1e-12, atol=0).sum())
-    full = 0
-    if factor is not None and factor != 1.0:
-        full = int(torch.isclose(slow_down, torch.full_like(slow_down, factor), rtol=1e-9, atol=0).sum())
-    wavelength = 2 * math.pi / unscaled
-    longer = int((wavelength > original).sum()) if original is not None else None
-    return RopeReport(
-        rope_type=rope_type,
-        base=base,
-        head_dim=head_dim,
-        rotary_dim=scaling.rotary_dim,
-        factor=factor,
-        original_context=original,
-        target_context=target,
-        attention_factor=scaling.attention_factor,
-        pairs=slow_down.numel(),
-        unchanged=unchanged,
-        interpolated=full,
-        in_between=slow_down.numel() - unchanged - full,
-        longer_than_original=longer,
-        wavelength=wavelength,
-        slow_down=slow_down,
-        warnings=warnings,
-    )
+    report.softmax_scale, report.softmax_scale_rule = _softmax_scale(model, report.scheme)
+    if model.mrope_section is not None and sum(model.mrope_section) != report.scheme.pairs:
+        report.warnings.append(f"mrope_section {list(model.mrope_section)} sums to {sum(model.mrope_section)}, "
+                               f"not to the {report.scheme.pairs} rotated pairs")
+    return report
