@@ -56,6 +56,8 @@ class ModelRope:
     ``parameters`` maps a setting's name (a layer type, or ``"all"`` when one setting serves
     every RoPE layer) to its ``rope_parameters`` dict, ``rope_theta`` included.
     ``layer_types[i]`` is layer ``i``'s attention kind and ``rope_layers[i]`` whether it rotates.
+    ``scheme_head_dims`` gives the head width of settings whose layers have their own (Gemma 4's
+    global layers); the others use ``rotary_head_dim``.
     """
 
     source: str | None
@@ -64,6 +66,7 @@ class ModelRope:
     head_dim: int
     query_width: int
     rotary_head_dim: int
+    scheme_head_dims: dict[str, int]
     max_position_embeddings: int | None
     num_layers: int | None
     parameters: dict[str, dict[str, Any]]
@@ -182,12 +185,12 @@ def _head_widths(reader: _Reader) -> tuple[int, int, int]:
         return rope + nope, rope + nope, rope
     head_dim = config.get(reader.family.get("head_dim_key", "head_dim"))
     if head_dim is None:
-        if "hidden_size" in config and "num_attention_heads" in config:
-            # transformers' rule, floor division included.
+        # A family whose config class fixes head_dim (Gemma: 256) uses it; otherwise transformers'
+        # rule, floor division included.
+        head_dim = reader.get("head_dim")
+        if head_dim is None and "hidden_size" in config and "num_attention_heads" in config:
             head_dim = (check_positive_int("hidden_size", config["hidden_size"])
                         // check_positive_int("num_attention_heads", config["num_attention_heads"]))
-        else:
-            head_dim = reader.get("head_dim")
         if head_dim is None:
             raise ValueError("config needs 'head_dim', or 'hidden_size' and 'num_attention_heads'"
                              + (" (its language model may be under 'text_config')" if "vision_config" in config else ""))
@@ -267,7 +270,11 @@ def _layer_types(reader: _Reader, num_layers: int | None, rope_layers: list[bool
     if given is not None:
         if num_layers is not None and len(given) != num_layers:
             raise ValueError(f"'layer_types' has {len(given)} entries for num_hidden_layers={num_layers}")
-        return [str(t) for t in given]
+        kinds = [str(t) for t in given]
+        if reader.family.get("last_layer_full") and kinds and kinds[-1] != "full_attention":
+            reader.warnings.append(f"the last layer is {kinds[-1]!r}; transformers forces it to 'full_attention'")
+            kinds[-1] = "full_attention"
+        return kinds
     rule = reader.family.get("layer_types")
     if rule is None or num_layers is None:
         return None
@@ -275,7 +282,10 @@ def _layer_types(reader: _Reader, num_layers: int | None, rope_layers: list[bool
         return ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(num_layers)]
     if rule == "sliding_window_pattern":
         pattern = check_positive_int("sliding_window_pattern", reader.get("sliding_window_pattern"))
-        return ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(num_layers)]
+        kinds = ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(num_layers)]
+        if reader.family.get("last_layer_full"):
+            kinds[-1] = "full_attention"
+        return kinds
     if rule == "max_window_layers":
         if not config.get("use_sliding_window") or config.get("sliding_window") is None:
             return None
@@ -362,6 +372,9 @@ def read_config(config: Mapping[str, Any] | str | os.PathLike[str]) -> ModelRope
     mrope_interleaved = False
     parameters: dict[str, dict[str, Any]] = {}
     nested = text.get("rope_parameters")
+    if nested is None and text.get("rope_scaling") is None and "default_rope_parameters" in family:
+        nested = family["default_rope_parameters"]
+        reader.defaults["rope_parameters"] = nested
     if isinstance(nested, Mapping) and nested and all(k in LAYER_TYPE_NAMES for k in nested):
         for name, params in nested.items():
             params = dict(params or {})
@@ -443,6 +456,11 @@ def read_config(config: Mapping[str, Any] | str | os.PathLike[str]) -> ModelRope
     if window is None and layer_types is not None and "sliding_attention" in layer_types:
         window = reader.get("sliding_window")
 
+    scheme_head_dims = {}
+    for name, key in family.get("layer_head_dim", {}).items():
+        if name in parameters:
+            scheme_head_dims[name] = check_positive_int(key, reader.get(key))
+
     scale_rule = family.get("softmax_scale", "head_dim")
     scale_inputs: dict[str, Any] = {"query_width": query_width}
     if scale_rule == "query_pre_attn_scalar":
@@ -457,6 +475,7 @@ def read_config(config: Mapping[str, Any] | str | os.PathLike[str]) -> ModelRope
         head_dim=head_dim,
         query_width=query_width,
         rotary_head_dim=rotary_head_dim,
+        scheme_head_dims=scheme_head_dims,
         max_position_embeddings=max_pos,
         num_layers=num_layers,
         parameters=parameters,

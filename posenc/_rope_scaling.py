@@ -131,13 +131,22 @@ class RopeScaling:
         """Rescale the float64 base inverse frequencies for a sequence of length ``seq_len``."""
         return inv_freq
 
+    @classmethod
+    def rotary_width(cls, dim: int, p: ScalingParams) -> int:
+        """Channels of a ``dim``-wide head that carry the rotation (``partial_rotary_factor``)."""
+        return _rotary_dim(dim, p)
+
+    def unscaled_inv_freq(self, device: torch.device | str | None = None) -> torch.Tensor:
+        r"""Float64 frequencies before scaling: :math:`\mathrm{base}^{-2i/r}` over the rotary width."""
+        return inverse_frequencies(self.rotary_dim, self.base, device=device)
+
     def inv_freq(self, seq_len: int | torch.Tensor | None, device: torch.device | str | None) -> torch.Tensor:
         """Float64 inverse frequencies for a sequence of length ``seq_len``.
 
         ``seq_len`` may be a 0-d tensor (read on the device, never on the host), which keeps
         ``RotaryEmbedding.forward`` free of host synchronisation.
         """
-        return self.scale(inverse_frequencies(self.rotary_dim, self.base, device=device), seq_len)
+        return self.scale(self.unscaled_inv_freq(device), seq_len)
 
 
 @dataclass(frozen=True)
@@ -393,10 +402,53 @@ class Llama3Scaling(RopeScaling):
         return torch.where(medium, blended, scaled)
 
 
+@dataclass(frozen=True)
+class ProportionalScaling(RopeScaling):
+    r"""Proportional RoPE (Gemma 4's global layers): the first
+    :math:`k = \lfloor p\,d/2 \rfloor` pairs of the whole ``d``-wide head turn at
+    :math:`\mathrm{base}^{-2i/d} / s`, the exponent divided by the *head* width, not by the
+    rotated width; the other pairs have frequency 0 (they do not turn). ``rotary_dim`` is the
+    whole head, so the pairs are ``(i, i + d/2)`` in the half layout.
+    """
+
+    factor: float = 1.0
+    rotated_pairs: int = 0
+
+    rope_type: ClassVar[str] = "proportional"
+    keys: ClassVar[frozenset[str]] = frozenset({"factor"})
+
+    @classmethod
+    def rotary_width(cls, dim: int, p: ScalingParams) -> int:
+        return check_even("dim", dim)
+
+    @classmethod
+    def from_params(cls, p: ScalingParams, rotary_dim: int, base: float) -> ProportionalScaling:
+        proportion = p.get("partial_rotary_factor", check_positive_float)
+        proportion = 1.0 if proportion is None else proportion
+        if proportion > 1.0:
+            raise ValueError(f"scaling['partial_rotary_factor'] must be in (0, 1], got {proportion}")
+        # As in transformers: int(proportion * head_dim // 2) pairs turn.
+        rotated = int(proportion * rotary_dim // 2)
+        if rotated < 1:
+            raise ValueError(
+                f"scaling['partial_rotary_factor']={proportion} rotates no pair of a {rotary_dim}-wide head")
+        factor = p.get("factor", check_positive_float)
+        return cls(rotary_dim, base, factor=1.0 if factor is None else factor, rotated_pairs=rotated)
+
+    def unscaled_inv_freq(self, device: torch.device | str | None = None) -> torch.Tensor:
+        inv_freq = inverse_frequencies(self.rotary_dim, self.base, device=device)
+        return torch.where(torch.arange(inv_freq.numel(), device=inv_freq.device) < self.rotated_pairs,
+                           inv_freq, torch.zeros_like(inv_freq))
+
+    def scale(self, inv_freq: torch.Tensor, seq_len: int | torch.Tensor | None) -> torch.Tensor:
+        return inv_freq / self.factor
+
+
 #: The scaling class of each ``rope_type``.
 SCALING_TYPES: dict[str, type[RopeScaling]] = {
     cls.rope_type: cls
-    for cls in (RopeScaling, LinearScaling, DynamicNTKScaling, YarnScaling, LongRopeScaling, Llama3Scaling)
+    for cls in (RopeScaling, LinearScaling, DynamicNTKScaling, YarnScaling, LongRopeScaling, Llama3Scaling,
+                ProportionalScaling)
 }
 #: Values of ``scaling["rope_type"]`` (Hugging Face ``rope_parameters``).
 ROPE_TYPES = tuple(SCALING_TYPES)
@@ -447,4 +499,4 @@ def parse_scaling(dim: Any, base: Any, scaling: Any) -> RopeScaling:
         )
     # Validate the shared keys even where the type does not read them (e.g. default + max_pos).
     p.get("max_position_embeddings", check_positive_int)
-    return kind.from_params(p, _rotary_dim(dim, p), base)
+    return kind.from_params(p, kind.rotary_width(dim, p), base)

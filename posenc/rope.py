@@ -111,6 +111,10 @@ def rope_inv_freq(
       ``original_max_position_embeddings``.
     * ``"llama3"``: low frequencies divided by :math:`s`, high ones kept, a smooth blend in
       between.
+    * ``"proportional"`` (Gemma 4): the first :math:`\lfloor p\,d/2 \rfloor` frequencies
+      :math:`\theta_i / s` with :math:`d` the *whole* head width and :math:`p` =
+      ``partial_rotary_factor``, the others 0; the result has ``dim // 2`` entries, and the
+      pairs that turn are ``(i, i + dim/2)`` in the half layout.
 
     The numbers equal those of ``transformers.modeling_rope_utils.ROPE_INIT_FUNCTIONS``
     (transformers 5.x) for the same config, except that they are computed in float64.

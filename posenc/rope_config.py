@@ -20,7 +20,6 @@ import torch
 
 from posenc._checks import check_positive_float
 from posenc._config_reading import ModelRope, read_config
-from posenc._frequencies import inverse_frequencies
 from posenc._rope_scaling import COMMON_KEYS, SCALING_TYPES, RopeScaling, parse_scaling
 
 __all__ = ["LayerGroup", "RopeReport", "RopeScheme", "rope_report"]
@@ -58,7 +57,8 @@ class RopeScheme:
     attention_factor : float
         Factor applied to cos and sin.
     inv_freq : torch.Tensor
-        Float64 ``(rotary_dim // 2,)``: the inverse frequencies at the target context.
+        Float64 ``(rotary_dim // 2,)``: the inverse frequencies at the target context (for
+        proportional RoPE one per pair of the whole head, 0 for the pairs that do not turn).
     pairs, unchanged, interpolated, in_between : int
         Rotated pairs, and those whose frequency is kept, divided by the full factor, or changed
         by less (at the target context).
@@ -324,8 +324,16 @@ def _scheme(name: str, head_dim: int, params: dict[str, Any], warnings: list[str
         int(factor * original) if factor is not None and original is not None else None
     )
     inv_freq = scaling.inv_freq(seq_len, None)
-    unscaled = inverse_frequencies(scaling.rotary_dim, scaling.base)
-    slow_down = unscaled / inv_freq
+    # Proportional RoPE pads the head with pairs of frequency 0: they do not turn, and are left
+    # out of the analysis.
+    unscaled = scaling.unscaled_inv_freq()
+    turning = unscaled > 0
+    if not bool(turning.all()):
+        notes.append(f"{label}{int(turning.sum())} of {turning.numel()} pairs turn, (i, i + {head_dim // 2}) for "
+                     f"i < {int(turning.sum())}; their exponents divide by the head width {head_dim}, "
+                     f"not by the rotated width")
+    unscaled = unscaled[turning]
+    slow_down = unscaled / inv_freq[turning]
     unchanged = int(torch.isclose(slow_down, torch.ones_like(slow_down), rtol=1e-12, atol=0).sum())
     full = 0
     if factor is not None and factor != 1.0:
@@ -335,7 +343,7 @@ def _scheme(name: str, head_dim: int, params: dict[str, Any], warnings: list[str
         name=name,
         rope_type=rope_type,
         base=float(base),
-        rotary_dim=scaling.rotary_dim,
+        rotary_dim=2 * int(turning.sum()),
         factor=factor,
         original_context=original,
         target_context=target,
@@ -378,6 +386,8 @@ def _yarn_mscale(scale: float, mscale: float) -> float:
 def _softmax_scale(model: ModelRope, main: RopeScheme) -> tuple[float, str]:
     """The factor on q·k, and how it was computed (the model family's rule)."""
     width = model.query_width
+    if model.softmax_scale_rule == "one":
+        return 1.0, "1 (queries and keys are RMS-normalised instead)"
     if model.softmax_scale_rule == "query_pre_attn_scalar":
         scalar = model.softmax_scale_inputs["query_pre_attn_scalar"]
         return float(scalar) ** -0.5, f"query_pre_attn_scalar ** -0.5 ({scalar})"
@@ -427,7 +437,8 @@ def rope_report(config: Mapping[str, Any] | str | os.PathLike[str]) -> RopeRepor
 
     Warnings are for mistakes only: a missing ``original_max_position_embeddings`` for YaRN,
     LongRoPE or Llama 3 (the target context is then taken as the trained one); a missing
-    ``rope_theta`` in a config that scales RoPE; keys the scaling type does not use, and
+    ``rope_theta`` under the Llama 3 rule (the default 10000 replaces 500000); keys the scaling
+    type does not use, and
     top-level keys that look like a misspelt RoPE key; two spellings of one value that
     disagree; and a family key that transformers does not read while its default differs.
     Legacy spellings and how each type reads its lengths are notes.
@@ -461,7 +472,8 @@ def rope_report(config: Mapping[str, Any] | str | os.PathLike[str]) -> RopeRepor
     """
     model = read_config(config)
     schemes = {
-        name: _scheme(name, model.rotary_head_dim, params, model.warnings, model.notes)
+        name: _scheme(name, model.scheme_head_dims.get(name, model.rotary_head_dim), params, model.warnings,
+                      model.notes)
         for name, params in model.parameters.items()
     }
     report = RopeReport(

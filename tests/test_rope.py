@@ -76,6 +76,39 @@ def test_inv_freq_linear_and_partial() -> None:
     torch.testing.assert_close(partial, torch.tensor(ref_inv_freq(8), dtype=torch.float64))
 
 
+def test_inv_freq_proportional() -> None:
+    # Gemma 4: 512 * 0.25 // 2 = 64 pairs turn, their exponents over the whole 512-wide head.
+    scaling = {"rope_type": "proportional", "partial_rotary_factor": 0.25}
+    inv_freq, factor = rope_inv_freq(512, base=1e6, scaling=scaling)
+    expected = torch.tensor(ref_inv_freq(512, 1e6), dtype=torch.float64)
+    expected[64:] = 0
+    torch.testing.assert_close(inv_freq, expected, rtol=1e-15, atol=0)
+    assert factor == 1.0
+    scaled, _ = rope_inv_freq(512, base=1e6, scaling={**scaling, "factor": 8.0})
+    torch.testing.assert_close(scaled, expected / 8, rtol=1e-15, atol=0)
+    # The pairs that do not turn leave their channels as they are: (i, i + 256) for i >= 64.
+    cos, sin = rope_cos_sin(16, 512, base=1e6, scaling=scaling)
+    x = torch.randn(16, 512, dtype=torch.float64)
+    y = apply_rope(x, cos.double(), sin.double())
+    still = torch.cat([torch.arange(64, 256), torch.arange(320, 512)])
+    assert torch.equal(y[:, still], x[:, still]) and not torch.equal(y[1:, :64], x[1:, :64])
+
+
+@pytest.mark.parametrize(
+    ("scaling", "message"),
+    [
+        ({"partial_rotary_factor": 1.5}, r"must be in \(0, 1\]"),
+        ({"partial_rotary_factor": 0.001}, "rotates no pair"),
+        ({"factor": 0.0}, "factor"),
+        ({"factor": 2.0, "low_freq_factor": 1.0}, "does not use"),
+    ],
+    ids=["over-one", "no-pair", "zero-factor", "foreign-key"],
+)
+def test_inv_freq_proportional_bad_input(scaling: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        rope_inv_freq(512, scaling={"rope_type": "proportional", **scaling})
+
+
 def test_inv_freq_legacy_type_key() -> None:
     old, _ = rope_inv_freq(16, scaling={"type": "linear", "factor": 2.0})
     new, _ = rope_inv_freq(16, scaling={"rope_type": "linear", "factor": 2.0})

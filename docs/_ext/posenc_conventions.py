@@ -226,8 +226,7 @@ ROWS: list[dict[str, Any]] = [
         "package": "transformers",
         "component": ["LlamaRotaryEmbedding", "apply_rotary_pos_emb"],
         "layout": "half-split (`rotate_half`)",
-        "frequencies": "$\\theta^{-2i/d}$, and every `rope_type` of `ROPE_INIT_FUNCTIONS` "
-        "except `proportional`",
+        "frequencies": "$\\theta^{-2i/d}$, and every `rope_type` of `ROPE_INIT_FUNCTIONS`",
         "origin": "the caller's `position_ids`",
         "precision": "float32 angles, even in a float64 model; cos/sin in the input's dtype",
         "docs": NOT_APPLICABLE,

@@ -154,6 +154,8 @@ def _transformers_default(model_type: str, key: str) -> Any:
         config = config_class(num_hidden_layers=24)
         full = [i for i, kind in enumerate(config.layer_types) if kind == "full_attention"]
         return full[0] + 1
+    if key == "global_head_dim":  # Gemma 4: the head width of the global layers
+        return config_class(num_hidden_layers=6).per_layer_config["full_attention"].head_dim
     if key == "original_max_position_embeddings" and key not in fields:
         return getattr(config_class(), key)
     if key in fields:
@@ -172,6 +174,37 @@ FAMILY_DEFAULTS = [
                          ids=[f"{m}-{k}" for m, k, _ in FAMILY_DEFAULTS])
 def test_family_defaults_match_transformers(model_type: str, key: str, value: Any) -> None:
     assert _transformers_default(model_type, key) == value, (model_type, key, transformers.__version__)
+
+
+def test_family_default_rope_parameters_match_transformers() -> None:
+    for model_type, family in model_families().items():
+        if "default_rope_parameters" in family:
+            assert CONFIG_MAPPING[model_type]().rope_parameters == family["default_rope_parameters"], model_type
+
+
+def test_gemma4_proportional_rope_matches_transformers(tmp_path: Path) -> None:
+    """Gemma 4's global layers (proportional RoPE, their own head width) and its local layers.
+
+    No public Gemma 4 config is stored, so this one is written here in the family's shape: the
+    language model under ``text_config``, its RoPE left to the class defaults.
+    """
+    config = {"model_type": "gemma4", "text_config": {
+        "model_type": "gemma4_text", "hidden_size": 2560, "num_attention_heads": 8, "num_key_value_heads": 2,
+        "num_hidden_layers": 12, "vocab_size": 1024, "vocab_size_per_layer_input": 1024}}
+    path = tmp_path / "in" / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(config))
+    report = rope_report(path)
+    text = _transformers_text_config(path, tmp_path)
+    full, local = report.schemes["full_attention"], report.schemes["sliding_attention"]
+    assert (full.rope_type, full.rotary_dim, local.rotary_dim) == ("proportional", 128, 256)
+    rotary = _module_class(text, "RotaryEmbedding")(config=text)
+    for scheme in (full, local):
+        torch.testing.assert_close(scheme.inv_freq, getattr(rotary, f"{scheme.name}_inv_freq").double(),
+                                   rtol=1e-6, atol=0)
+    assert [g.attention for g in report.layers for _ in g.layers] != [] and all(
+        text.layer_types[i] == g.attention for g in report.layers for i in g.layers)
+    assert report.softmax_scale == 1.0
 
 
 def test_text_model_types_exist_in_transformers() -> None:

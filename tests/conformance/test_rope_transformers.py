@@ -151,6 +151,12 @@ CONFIGS = [
         MAX_POS,
     ),
 ]
+CONFIGS += [
+    # Gemma 4's global layers: a quarter of the pairs turn, exponents over the whole head.
+    ("proportional-quarter", {"rope_type": "proportional", "partial_rotary_factor": 0.25}, 512, 1e6, MAX_POS),
+    ("proportional-factor", {"rope_type": "proportional", "partial_rotary_factor": 0.5, "factor": 8.0}, 128,
+     THETA, MAX_POS),
+]
 CONFIG_IDS = [c[0] for c in CONFIGS]
 
 
@@ -185,12 +191,10 @@ def _seq_lens(params: dict, max_pos: int) -> list[int | None]:
 
 
 def test_every_hf_rope_type_is_covered() -> None:
-    # A rope_type added to transformers shows up here; "proportional" (Gemma) is not in the spec.
+    # A rope_type added to transformers shows up here.
     tested = {c[1]["rope_type"] for c in CONFIGS}
-    assert set(ROPE_INIT_FUNCTIONS) - {"proportional"} <= tested
+    assert set(ROPE_INIT_FUNCTIONS) <= tested
     assert tested == set(ROPE_TYPES)
-    with pytest.raises(ValueError, match="rope_type"):
-        rope_inv_freq(64, scaling={"rope_type": "proportional"})
 
 
 @pytest.mark.parametrize(("name", "params", "head_dim", "theta", "max_pos"), CONFIGS, ids=CONFIG_IDS)
