@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -219,19 +220,28 @@ class RopeReport:
             settings = ", ".join(f"{k}={v}" for k, v in self.temperature_tuning.items())
             lines.append(f"NoPE temperature   {settings}")
         for name, summary in self.towers.items():
-            lines.append(f"tower {name}: {summary} (not analysed)")
+            lines += _wrapped(f"tower {name}: {summary} (not analysed)", "", "  ")
         if self.defaults:
             shown = ", ".join(f"{k} = {_number(v)}" for k, v in self.defaults.items())
-            lines.append(f"defaults           {shown} (not in the config; the family's defaults)")
+            lines += _wrapped(f"defaults           {shown} (not in the config; the family's defaults)",
+                              "", " " * 19)
         if self.notes:
             lines.append("notes")
-            lines += [f"  - {n}" for n in self.notes]
+            for note in self.notes:
+                lines += _wrapped(note, "  - ", "    ")
         if self.warnings:
             lines.append("warnings")
-            lines += [f"  - {w}" for w in self.warnings]
+            for warning in self.warnings:
+                lines += _wrapped(warning, "  - ", "    ")
         else:
             lines.append("warnings           none")
         return "\n".join(lines)
+
+
+def _wrapped(text: str, first: str, rest: str) -> list[str]:
+    """``text`` in lines of at most 80 characters (a terminal's, and the site's output blocks)."""
+    return textwrap.wrap(text, 80, initial_indent=first, subsequent_indent=rest, break_long_words=False,
+                         break_on_hyphens=False)
 
 
 def _number(value: Any) -> str:

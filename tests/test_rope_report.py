@@ -177,6 +177,7 @@ def test_gpt_neox_names_and_their_disagreement() -> None:
     assert rope_report(edited(pythia, rotary_pct=0.5)).scheme.rotary_dim == 128
     assert warned(edited(pythia, partial_rotary_factor=0.5), "'rotary_pct' (0.25) and 'partial_rotary_factor' (0.5)")
     assert warned(edited(pythia, rope_theta=20000.0), "'rotary_emb_base' (10000) and 'rope_theta' (20000.0)")
+    assert rope_report(edited(pythia, partial_rotary_factor=0.25, rope_theta=10000)).warnings == []
     # Without the key, GPT-NeoX's default (a quarter of the head) applies, and is reported.
     report = rope_report(edited(pythia, rotary_pct=None))
     assert report.scheme.rotary_dim == 64 and report.defaults["partial_rotary_factor"] == 0.25
@@ -230,6 +231,17 @@ def test_transformers5_per_layer_type_parameters() -> None:
     assert report.warnings == []
     assert report.schemes["full_attention"].interpolated == 128
     assert report.schemes["sliding_attention"].unchanged == 128
+
+
+def test_gemma4_last_layer_not_full_warns() -> None:
+    gemma4 = {"model_type": "gemma4_text", "hidden_size": 2560, "num_attention_heads": 8, "num_hidden_layers": 6,
+              "layer_types": ["sliding_attention"] * 5 + ["full_attention"]}
+    report = rope_report(gemma4)
+    assert report.warnings == [] and report.head_dim == 256  # the family's head_dim, not 2560 // 8
+    assert report.schemes["full_attention"].rotary_dim == 128  # a quarter of the 512-wide global head
+    wrong = edited(gemma4, layer_types=["sliding_attention"] * 4 + ["full_attention", "sliding_attention"])
+    assert warned(wrong, "the last layer is 'sliding_attention'; transformers forces it to 'full_attention'")
+    assert [g.layers for g in rope_report(wrong).layers if g.attention == "full_attention"] == [(4, 5)]
 
 
 def test_llama4_nope_layers_and_temperature() -> None:

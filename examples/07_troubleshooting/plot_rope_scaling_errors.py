@@ -123,7 +123,7 @@ mistakes = {  # name: (rope_parameters as written, as intended)
 # %%
 # For each config: what ``transformers`` does; whether the rotary module it builds has the
 # intended frequencies and attention factor, probed with an input of 8192 tokens (longer than the
-# trained length, so that every scaling rule is active); and the warnings of
+# trained length, so that every scaling rule is active); and the warnings and notes of
 # :func:`posenc.rope_report`.
 PROBE = 8192
 
@@ -160,10 +160,14 @@ for name, (written, intended) in mistakes.items():
     for message in outcome["messages"]:
         print(wrap(f"logged: {message}", "    "))
     try:
-        for warning in posenc.rope_report(config).warnings:
-            print(wrap(f"rope_report: {warning}", "    "))
+        report = posenc.rope_report(config)
     except ValueError as error:
         print(wrap(f"rope_report: ValueError: {error}", "    "))
+        continue
+    for warning in report.warnings:
+        print(wrap(f"rope_report warning: {warning}", "    "))
+    for note in report.notes:
+        print(wrap(f"rope_report note: {note}", "    "))
 
 # %%
 # Why
@@ -242,8 +246,11 @@ for name, params in repaired.items():
     outcome["same_factor"] = abs(built - meant) < 1e-9
     print(f"{name:>8}: {len(outcome['messages'])} messages logged, {outcome['differ']} pairs differ, "
           f"attention factor as intended: {outcome['same_factor']}")
-    for warning in posenc.rope_report(config).warnings:
-        print(wrap(f"rope_report: {warning}", "    "))
+    report = posenc.rope_report(config)
+    for warning in report.warnings:
+        print(wrap(f"rope_report warning: {warning}", "    "))
+    for note in report.notes:
+        print(wrap(f"rope_report note: {note}", "    "))
 
 # %%
 # The ``linear`` note is not a mistake; it answers the next question.
