@@ -29,6 +29,7 @@ from posenc.rope import (
     rope_cos_sin,
     rope_inv_freq,
 )
+from posenc.packing import cu_seqlens_from_position_ids, document_ids, document_mask, packed_position_ids
 from posenc.rope_config import RopeReport, rope_report
 from posenc.sinusoidal import SinusoidalPositionalEncoding, sinusoidal_frequencies, sinusoidal_table
 
@@ -69,4 +70,8 @@ __all__ = [
     "sinusoidal_table",
     "t5_relative_position_bucket",
     "xl_relative_embedding",
+    "packed_position_ids",
+    "cu_seqlens_from_position_ids",
+    "document_ids",
+    "document_mask",
 ]
