@@ -11,7 +11,7 @@ PIN    := -c requirements/constraints.txt
 STAMP  := $(VENV)/.installed
 MATHJAX := docs/node_modules/mathjax/es5/tex-chtml.js
 
-.PHONY: help venv fonts browser compiler assets html test test-lib i18n check-translations bench clean
+.PHONY: help venv fonts browser compiler assets html test test-lib i18n check-translations bench mutation clean
 
 help:
 	@echo "make html   build the site (English and Chinese) into docs/_build/html"
@@ -19,6 +19,7 @@ help:
 	@echo "make test-lib  run the library tests only (no site build)"
 	@echo "make i18n   update the Chinese catalogues after changing English text"
 	@echo "make bench  run the speed benchmarks"
+	@echo "make mutation MODULE=posenc/rope_config.py  mutation-test one module (slow; see docs/dev/mutation-testing.md)"
 
 # Python environment: torch pinned to the CPU build (requirements/constraints.txt), then the
 # package with its test, reference-library, docs and triton extras.
@@ -75,6 +76,15 @@ check-translations: venv
 bench: venv
 	$(PY) benchmarks/bench_rope.py
 	$(PY) benchmarks/bench_sinusoidal.py
+
+# Mutation testing of one module with the tests that cover it (tools/mutation_targets.json);
+# summary in mutation-results/. Needs the `mutation` extra, which `venv` does not install, and is
+# not part of `make test`: see docs/dev/mutation-testing.md. JOBS: mutants tested at once.
+MODULE ?=
+JOBS   ?= 2
+mutation:
+	@test -n "$(MODULE)" || { echo "usage: make mutation MODULE=posenc/rope_config.py [JOBS=2] [RESUME=1]"; exit 2; }
+	OMP_NUM_THREADS=1 $(PY) tools/mutation.py --jobs $(JOBS) $(if $(RESUME),--resume) $(MODULE)
 
 clean:
 	rm -rf docs/_build docs/auto_examples
