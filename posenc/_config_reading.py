@@ -344,10 +344,8 @@ def read_config(config: Mapping[str, Any] | str | os.PathLike[str]) -> ModelRope
     reader = _Reader(text, family)
     reader.notes += notes
     reader.warnings += warnings
-    has_rope_keys = any(text.get(k) is not None for k in ("rope_theta", "rope_parameters", "rope_scaling"))
-    has_rope_keys = has_rope_keys or any(text.get(k) is not None for k in family.get("aliases", {}))
     if not family:
-        if not has_rope_keys:
+        if all(text.get(k) is None for k in ("rope_theta", "rope_parameters", "rope_scaling")):
             raise ValueError(
                 f"no RoPE settings found (no rope_parameters, rope_scaling or rope_theta), and "
                 f"model_type {model_type!r} is not a RoPE model posenc knows")

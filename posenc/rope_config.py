@@ -168,10 +168,7 @@ class RopeReport:
     @property
     def scheme(self) -> RopeScheme:
         """The setting of the global (full-attention) layers, or the only one."""
-        for name in ("all", "full_attention"):
-            if name in self.schemes:
-                return self.schemes[name]
-        return next(iter(self.schemes.values()))
+        return _global_scheme(self.schemes)
 
     def to_dict(self) -> dict[str, Any]:
         """The report as plain JSON-ready values (tensors become lists of floats)."""
@@ -244,6 +241,13 @@ def _wrapped(text: str, first: str, rest: str) -> list[str]:
                          break_on_hyphens=False)
 
 
+def _global_scheme(schemes: Mapping[str, RopeScheme]) -> RopeScheme:
+    for name in ("all", "full_attention"):
+        if name in schemes:
+            return schemes[name]
+    return next(iter(schemes.values()))
+
+
 def _number(value: Any) -> str:
     if value is None:
         return "-"
@@ -278,10 +282,10 @@ def _layer_table(groups: list[LayerGroup], schemes: Mapping[str, RopeScheme]) ->
     total = sum(len(g.layers) for g in groups)
     rows = [("layers", "attention", "window", "RoPE", "base", "scaling", "rotated")]
     for g in groups:
-        scheme = schemes.get(g.scheme) if g.scheme is not None else None
+        scheme = None if g.scheme is None else schemes[g.scheme]
         rows.append((
             _layer_list(g.layers, total), g.attention, _number(g.window),
-            "none (NoPE)" if scheme is None else g.scheme or "",
+            "none (NoPE)" if g.scheme is None else g.scheme,
             "-" if scheme is None else _number(scheme.base),
             "-" if scheme is None else scheme.rope_type,
             "0" if scheme is None else str(scheme.rotary_dim),
@@ -294,7 +298,7 @@ def _scheme(name: str, head_dim: int, params: dict[str, Any], warnings: list[str
             notes: list[str]) -> RopeScheme:
     """Frequencies and their analysis for one ``rope_parameters`` dict."""
     params = dict(params)
-    rope_type = params.get("rope_type", "default")
+    rope_type = params["rope_type"]
     label = "" if name == "all" else f"{name}: "
     kind = SCALING_TYPES.get(rope_type)
     for key in sorted(set(params) & set(_KEYS_OF_OTHER_CODE)):
@@ -425,9 +429,8 @@ def _layer_groups(model: ModelRope) -> list[LayerGroup]:
     for i in range(n):
         scheme = None
         if rope[i]:
-            scheme = kinds[i] if kinds[i] in model.parameters else "all"
-            if scheme not in model.parameters:
-                scheme = next(iter(model.parameters))
+            # A layer kind without a setting of its own uses the model's one setting ("all").
+            scheme = kinds[i] if kinds[i] in model.parameters else next(iter(model.parameters))
         window = {"sliding_attention": model.sliding_window,
                   "chunked_attention": model.attention_chunk_size}.get(kinds[i])
         groups.setdefault((kinds[i], scheme, window), []).append(i)
@@ -486,14 +489,19 @@ def rope_report(config: Mapping[str, Any] | str | os.PathLike[str]) -> RopeRepor
                       model.notes)
         for name, params in model.parameters.items()
     }
-    report = RopeReport(
+    main = _global_scheme(schemes)
+    softmax_scale, softmax_scale_rule = _softmax_scale(model, main)
+    if model.mrope_section is not None and sum(model.mrope_section) != main.pairs:
+        model.warnings.append(f"mrope_section {list(model.mrope_section)} sums to {sum(model.mrope_section)}, "
+                              f"not to the {main.pairs} rotated pairs")
+    return RopeReport(
         source=model.source,
         model_type=model.model_type,
         read_from=model.read_from,
         head_dim=model.head_dim,
         query_width=model.query_width,
-        softmax_scale=0.0,
-        softmax_scale_rule="",
+        softmax_scale=softmax_scale,
+        softmax_scale_rule=softmax_scale_rule,
         layout=model.layout,
         schemes=schemes,
         layers=_layer_groups(model),
@@ -505,8 +513,3 @@ def rope_report(config: Mapping[str, Any] | str | os.PathLike[str]) -> RopeRepor
         notes=model.notes,
         warnings=model.warnings,
     )
-    report.softmax_scale, report.softmax_scale_rule = _softmax_scale(model, report.scheme)
-    if model.mrope_section is not None and sum(model.mrope_section) != report.scheme.pairs:
-        report.warnings.append(f"mrope_section {list(model.mrope_section)} sums to {sum(model.mrope_section)}, "
-                               f"not to the {report.scheme.pairs} rotated pairs")
-    return report

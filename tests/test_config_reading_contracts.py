@@ -640,3 +640,20 @@ def test_readable_lines_break_at_80_columns_between_words_only() -> None:
     assert tower_lines("x" * 90) == ["tower vision_config:", "  " + "x" * 90 + ":", "  rope_theta=1 (not analysed)"]
     hyphens = "rotary-vision-tower-" * 3 + "end"
     assert tower_lines(hyphens) == ["tower vision_config:", f"  {hyphens}: rope_theta=1", "  (not analysed)"]
+
+
+# --- the global setting -------------------------------------------------------------------------
+
+def test_report_scheme_is_the_global_layers_setting() -> None:
+    # Gemma 3 lists its local setting first; the report's main setting is still the global one.
+    gemma = {"model_type": "gemma3_text", "hidden_size": 2560, "num_attention_heads": 8, "num_hidden_layers": 6,
+             "rope_scaling": {"rope_type": "linear", "factor": 8.0}}
+    report = rope_report(gemma)
+    assert list(report.schemes) == ["sliding_attention", "full_attention"]
+    assert report.scheme.name == "full_attention" and report.scheme.rope_type == "linear"
+    # Without a full-attention setting, the first one listed.
+    nested = {"model_type": "llama", "head_dim": 64, "num_hidden_layers": 2,
+              "layer_types": ["sliding_attention", "chunked_attention"],
+              "rope_parameters": {"chunked_attention": {"rope_type": "default", "rope_theta": 5e5},
+                                  "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}}
+    assert rope_report(nested).scheme.name == "chunked_attention"

@@ -236,8 +236,9 @@ def test_compiles_fullgraph():
     ],
 )
 def test_bad_config(kwargs, error, match):
+    arguments = {k: v for k, v in kwargs.items() if k != "position"}  # the parameters are shared: no pop
     with pytest.raises(error, match=match):
-        config(kwargs.pop("position", "none"), **kwargs)
+        config(kwargs.get("position", "none"), **arguments)
 
 
 def test_bad_model_arguments():

@@ -667,9 +667,10 @@ def test_scores_depend_only_on_relative_position(
     ],
 )
 def test_inv_freq_bad_input(kwargs: dict, error: type, match: str) -> None:
-    dim = kwargs.pop("dim")
+    # The parameters are shared by every run of the test in a process: read them, do not pop them.
+    arguments = {k: v for k, v in kwargs.items() if k != "dim"}
     with pytest.raises(error, match=match):
-        rope_inv_freq(dim, **kwargs)
+        rope_inv_freq(kwargs["dim"], **arguments)
 
 
 @pytest.mark.parametrize(
