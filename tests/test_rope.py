@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from posenc._dtypes import round_once
+from posenc._rope_scaling import parse_scaling
 from posenc import _rotation
 from posenc.rope import (
     RotaryEmbedding,
@@ -92,6 +93,71 @@ def test_inv_freq_proportional() -> None:
     y = apply_rope(x, cos.double(), sin.double())
     still = torch.cat([torch.arange(64, 256), torch.arange(320, 512)])
     assert torch.equal(y[:, still], x[:, still]) and not torch.equal(y[1:, :64], x[1:, :64])
+
+
+def test_inv_freq_proportional_edges() -> None:
+    # Without a proportion, or with 1, every pair turns: the default frequencies.
+    default, _ = rope_inv_freq(64, base=500.0)
+    for scaling in ({}, {"partial_rotary_factor": 1.0}):
+        torch.testing.assert_close(rope_inv_freq(64, base=500.0, scaling={"rope_type": "proportional", **scaling})[0],
+                                   default, rtol=0, atol=0)
+    # One pair is enough: 8 * 0.25 // 2 = 1.
+    one, _ = rope_inv_freq(8, scaling={"rope_type": "proportional", "partial_rotary_factor": 0.25})
+    assert one.tolist() == [1.0, 0.0, 0.0, 0.0]
+    with pytest.raises(ValueError, match="dim must be even"):
+        rope_inv_freq(9, scaling={"rope_type": "proportional", "partial_rotary_factor": 0.5})
+
+
+@pytest.mark.parametrize(
+    "scaling",
+    [
+        {},
+        {"rope_type": "linear", "factor": 2.0},
+        {"rope_type": "dynamic", "factor": 2.0, "max_position_embeddings": 16},
+        {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16},
+        {"rope_type": "longrope", "short_factor": [1.5] * 8, "long_factor": [3.0] * 8,
+         "original_max_position_embeddings": 16, "factor": 4.0},
+        {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+         "original_max_position_embeddings": 16},
+        {"rope_type": "proportional", "partial_rotary_factor": 0.5},
+    ],
+    ids=lambda scaling: scaling.get("rope_type", "default"),
+)
+def test_inv_freq_on_the_meta_device(scaling: dict) -> None:
+    # Every type computes on the requested device: no step falls back to the CPU, also for a
+    # length given as a tensor on that device (RotaryEmbedding's path, which never syncs).
+    for seq_len in (None, 64):
+        inv_freq, _ = rope_inv_freq(16, scaling=scaling, seq_len=seq_len, device="meta")
+        assert inv_freq.device.type == "meta" and inv_freq.shape == (8,)
+    kind = parse_scaling(16, 10000.0, scaling)
+    inv_freq = kind.inv_freq(torch.tensor(64, device="meta"), "meta")
+    assert inv_freq.device.type == "meta" and inv_freq.shape == (8,)
+
+
+def test_inv_freq_smallest_widths_and_unit_factors() -> None:
+    # The narrowest widths each type allows: dynamic needs 4 channels, partial rotary 2.
+    dynamic, _ = rope_inv_freq(4, scaling={"rope_type": "dynamic", "factor": 2.0, "max_position_embeddings": 8})
+    assert dynamic.shape == (2,)
+    two, _ = rope_inv_freq(8, scaling={"partial_rotary_factor": 0.25})
+    assert two.tolist() == [1.0]
+    # LongRoPE with factor 1 needs no original length of 2 or more: its attention factor is 1.
+    lists = {"short_factor": [1.0] * 4, "long_factor": [1.0] * 4}
+    _, attention = rope_inv_freq(8, scaling={"rope_type": "longrope", **lists, "factor": 1.0,
+                                             "original_max_position_embeddings": 1})
+    assert attention == 1.0
+
+
+def test_inv_freq_longrope_factors_in_float64() -> None:
+    # The factor lists are applied in float64: 1.1 is not a float32 number.
+    scaling = {"rope_type": "longrope", "short_factor": [1.1] * 4, "long_factor": [2.3] * 4,
+               "original_max_position_embeddings": 16, "factor": 4.0}
+    base = torch.tensor(ref_inv_freq(8), dtype=torch.float64)
+    torch.testing.assert_close(rope_inv_freq(8, scaling=scaling, seq_len=16)[0], base / 1.1, rtol=0, atol=0)
+    torch.testing.assert_close(rope_inv_freq(8, scaling=scaling, seq_len=17)[0], base / 2.3, rtol=0, atol=0)
+    # The long list takes over past the original length, not at it (tensor lengths too).
+    kind = parse_scaling(8, 10000.0, scaling)
+    torch.testing.assert_close(kind.inv_freq(torch.tensor(16), None), base / 1.1, rtol=0, atol=0)
+    torch.testing.assert_close(kind.inv_freq(torch.tensor(17), None), base / 2.3, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize(
@@ -664,6 +730,12 @@ def test_scores_depend_only_on_relative_position(
          ValueError, "high_freq_factor"),
         ({"dim": 8, "scaling": {"rope_type": "llama3", "factor": 8.0, "high_freq_factor": 4.0,
                                 "original_max_position_embeddings": 8}}, ValueError, "low_freq_factor"),
+        ({"dim": 8, "scaling": {"rope_type": "longrope", "short_factor": [1.0] * 3, "long_factor": [1.0] * 4,
+                                "original_max_position_embeddings": 8, "factor": 2.0}},
+         ValueError, r"must have rotary_dim // 2 = 4 entries, got 3$"),
+        ({"dim": 8, "scaling": {"rope_type": "longrope", "short_factor": [1.0] * 4, "long_factor": [1.0] * 5,
+                                "original_max_position_embeddings": 8, "factor": 2.0}},
+         ValueError, r"^scaling\['long_factor'\] must have rotary_dim // 2 = 4 entries, got 5$"),
     ],
 )
 def test_inv_freq_bad_input(kwargs: dict, error: type, match: str) -> None:

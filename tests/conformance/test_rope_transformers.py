@@ -152,6 +152,17 @@ CONFIGS = [
     ),
 ]
 CONFIGS += [
+    # A tiny beta_slow pushes the top of YaRN's ramp past rotary_dim - 1, where it is clamped.
+    ("yarn-clamped", {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096,
+                      "beta_slow": 0.01}, 16, 122.0, 16384),
+    # Factors at and below 1: the attention factors' own branches.
+    ("yarn-below-one", {"rope_type": "yarn", "factor": 0.5, "original_max_position_embeddings": 4096}, 16, THETA,
+     2048),
+    ("longrope-1.5", {"rope_type": "longrope", "short_factor": _longrope(16, 0.5), "long_factor": _longrope(16, 2.0),
+                      "original_max_position_embeddings": 1024, "factor": 1.5}, 16, THETA, 1536),
+    ("longrope-below-one", {"rope_type": "longrope", "short_factor": _longrope(16, 0.5),
+                            "long_factor": _longrope(16, 2.0), "original_max_position_embeddings": 1024,
+                            "factor": 0.5}, 16, THETA, 512),
     # Gemma 4's global layers: a quarter of the pairs turn, exponents over the whole head.
     ("proportional-quarter", {"rope_type": "proportional", "partial_rotary_factor": 0.25}, 512, 1e6, MAX_POS),
     ("proportional-factor", {"rope_type": "proportional", "partial_rotary_factor": 0.5, "factor": 8.0}, 128,
