@@ -19,20 +19,11 @@ import torch
 import posenc._config_reading as config_reading
 from posenc import rope_report
 from posenc._config_reading import load_config, model_families, read_config
+from test_rope_report import edited
 
 LLAMA: dict[str, Any] = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
                          "num_hidden_layers": 4, "max_position_embeddings": 8192, "rope_theta": 500000.0}
 
-
-def with_(config: dict[str, Any], **changes: Any) -> dict[str, Any]:
-    """A copy of ``config`` with top-level keys changed (``None`` removes a key)."""
-    copied = json.loads(json.dumps(config))
-    for key, value in changes.items():
-        if value is None:
-            copied.pop(key, None)
-        else:
-            copied[key] = value
-    return copied
 
 
 # --- loading ------------------------------------------------------------------------------------
@@ -55,7 +46,7 @@ def test_head_width_reads_the_familys_own_key_first() -> None:
                "seq_length": 8192, "num_layers": 2}
     assert read_config(chatglm).head_dim == 64
     # Elsewhere head_dim wins over hidden_size // num_attention_heads.
-    assert read_config(with_(LLAMA, head_dim=96)).head_dim == 96
+    assert read_config(edited(LLAMA, head_dim=96)).head_dim == 96
 
 
 def test_missing_head_width_message() -> None:
@@ -71,9 +62,9 @@ def test_missing_head_width_message() -> None:
 @pytest.mark.parametrize(
     ("config", "key"),
     [
-        (with_(LLAMA, hidden_size=0), "hidden_size"),
-        (with_(LLAMA, num_hidden_layers=0), "num_hidden_layers"),
-        (with_(LLAMA, max_position_embeddings=0), "max_position_embeddings"),
+        (edited(LLAMA, hidden_size=0), "hidden_size"),
+        (edited(LLAMA, num_hidden_layers=0), "num_hidden_layers"),
+        (edited(LLAMA, max_position_embeddings=0), "max_position_embeddings"),
         ({"model_type": "deepseek_v2", "qk_rope_head_dim": 0}, "qk_rope_head_dim"),
         ({"model_type": "gemma3_text", "num_hidden_layers": 4, "sliding_window_pattern": 0}, "sliding_window_pattern"),
         ({"model_type": "smollm3", "head_dim": 64, "num_hidden_layers": 4, "no_rope_layer_interval": 0},
@@ -171,12 +162,12 @@ def test_older_multimodal_config_is_read_at_the_top_level() -> None:
 # --- rope_parameters and rope_scaling -------------------------------------------------------------
 
 def test_legacy_rope_scaling_note_and_type_errors() -> None:
-    model = read_config(with_(LLAMA, rope_scaling={"rope_type": "linear", "factor": 2.0}))
+    model = read_config(edited(LLAMA, rope_scaling={"rope_type": "linear", "factor": 2.0}))
     assert "legacy 'rope_scaling' (transformers 5 writes 'rope_parameters'; both are read)" in model.notes
     with pytest.raises(TypeError, match=r"^'rope_scaling' must be a dict or null, got 'linear'$"):
-        read_config(with_(LLAMA, rope_scaling="linear"))
+        read_config(edited(LLAMA, rope_scaling="linear"))
     with pytest.raises(TypeError, match=r"^'rope_parameters' must be a dict or null, got 2\.0$"):
-        read_config(with_(LLAMA, rope_parameters=2.0))
+        read_config(edited(LLAMA, rope_parameters=2.0))
 
 
 def test_default_base_without_any_rope_theta() -> None:
@@ -203,7 +194,7 @@ def test_per_layer_type_parameters() -> None:
     assert sliding["rope_type"] == "default" and sliding["rope_theta"] == 300000.0
     assert "one RoPE setting per layer type: ['full_attention', 'sliding_attention']" in model.notes
     # Without a base anywhere, each setting takes the family's default (gpt-oss: 150000), not 10000.
-    model = read_config(with_(config, rope_theta=None))
+    model = read_config(edited(config, rope_theta=None))
     assert {p["rope_theta"] for p in model.parameters.values()} == {150000.0}
 
 
@@ -253,7 +244,7 @@ def test_gemma3_base_of_each_layer_kind_and_the_scaling_note() -> None:
 def test_lost_base_under_llama3_warning_text() -> None:
     scaling = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                "original_max_position_embeddings": 8192}
-    model = read_config(with_(LLAMA, rope_theta=None, rope_scaling=scaling))
+    model = read_config(edited(LLAMA, rope_theta=None, rope_scaling=scaling))
     assert model.warnings == ["no rope_theta: the base defaults to 10000 under the Llama 3 rule, whose models use "
                               "500000; check the model's documented base"]
 
@@ -272,11 +263,11 @@ def test_remote_code_families_runtime_flags_and_base_multiplier() -> None:
     model = read_config(chatglm)
     assert model.parameters["all"]["rope_theta"] == 10000.0 * 500
     assert "base = rope_theta x rope_ratio (500)" in model.notes
-    assert read_config(with_(chatglm, rope_ratio=None)).parameters["all"]["rope_theta"] == 10000.0
+    assert read_config(edited(chatglm, rope_ratio=None)).parameters["all"]["rope_theta"] == 10000.0
 
 
 def test_partial_rotary_factor_inside_the_parameters_wins() -> None:
-    model = read_config(with_(LLAMA, partial_rotary_factor=0.5,
+    model = read_config(edited(LLAMA, partial_rotary_factor=0.5,
                               rope_parameters={"rope_type": "default", "partial_rotary_factor": 0.25}))
     assert model.parameters["all"]["partial_rotary_factor"] == 0.25
     # Without one anywhere, the key is not added.
@@ -293,16 +284,16 @@ def test_partial_rotary_factor_inside_the_parameters_wins() -> None:
     ids=lambda s: s["rope_type"],
 )
 def test_top_level_original_context_fills_in_for_the_types_that_read_it(scaling: dict[str, Any]) -> None:
-    config = with_(LLAMA, max_position_embeddings=32768, original_max_position_embeddings=8192, rope_scaling=scaling)
+    config = edited(LLAMA, max_position_embeddings=32768, original_max_position_embeddings=8192, rope_scaling=scaling)
     report = rope_report(config)
     assert report.scheme.original_context == 8192 and report.warnings == []
     # The one inside the scaling block wins.
-    inside = with_(config, rope_scaling={**scaling, "original_max_position_embeddings": 4096})
+    inside = edited(config, rope_scaling={**scaling, "original_max_position_embeddings": 4096})
     assert read_config(inside).parameters["all"]["original_max_position_embeddings"] == 4096
 
 
 def test_original_context_is_added_only_where_the_type_reads_it() -> None:
-    model = read_config(with_(LLAMA, original_max_position_embeddings=4096))
+    model = read_config(edited(LLAMA, original_max_position_embeddings=4096))
     assert "original_max_position_embeddings" not in model.parameters["all"]
     phi3 = {"model_type": "phi3", "hidden_size": 3072, "num_attention_heads": 32, "max_position_embeddings": 4096}
     assert "original_max_position_embeddings" not in read_config(phi3).parameters["all"]
@@ -321,7 +312,7 @@ def test_qwen2_sliding_layers_from_max_window_layers() -> None:
     model = read_config({**qwen2, "use_sliding_window": True})
     assert model.layer_types == ["full_attention"] * 2 + ["sliding_attention"] * 2
     assert read_config({**qwen2, "use_sliding_window": False}).layer_types is None
-    assert read_config(with_(qwen2, use_sliding_window=True, sliding_window=None)).layer_types is None
+    assert read_config(edited(qwen2, use_sliding_window=True, sliding_window=None)).layer_types is None
 
 
 def test_mistral_slides_in_every_layer_only_with_a_window() -> None:
@@ -338,7 +329,7 @@ def test_sliding_window_default_of_the_family_for_sliding_layers() -> None:
                                                                 ("full_attention", None)]
     assert report.defaults["sliding_window"] == 4096
     # A window of a model without sliding layers is kept as given.
-    assert read_config(with_(LLAMA, sliding_window=1024)).sliding_window == 1024
+    assert read_config(edited(LLAMA, sliding_window=1024)).sliding_window == 1024
 
 
 def test_explicit_no_rope_layers() -> None:
