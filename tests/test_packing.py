@@ -78,13 +78,15 @@ def test_packed_attention_equals_each_document_alone() -> None:
 @pytest.mark.parametrize(
     ("cu_seqlens", "error", "message"),
     [
-        ([0.0, 3.0], TypeError, "integer dtype"),
-        ([[0, 3]], ValueError, "1-D"),
-        ([0], ValueError, "at least 2 entries"),
-        ([1, 3], ValueError, "must start at 0"),
-        ([0, 3, 2], ValueError, r"must not decrease, got cu_seqlens\[1\] = 3 > cu_seqlens\[2\] = 2"),
+        ([0.0, 3.0], TypeError, r"^cu_seqlens must have an integer dtype, got torch.float32$"),
+        ([[0, 3]], ValueError, r"^cu_seqlens must be 1-D \(n_docs \+ 1,\), got a 2-D tensor of shape \(1, 2\)$"),
+        ([0], ValueError, r"^cu_seqlens needs at least 2 entries \(0 and the pack's length\), got \[0\]$"),
+        ([1, 3], ValueError, r"^cu_seqlens must start at 0, got 1$"),
+        ([0, 3, 2], ValueError, r"^cu_seqlens must not decrease, got cu_seqlens\[1\] = 3 > cu_seqlens\[2\] = 2$"),
+        # An empty document before the decrease is allowed; the message names the decrease.
+        ([0, 3, 3, 2], ValueError, r"got cu_seqlens\[2\] = 3 > cu_seqlens\[3\] = 2$"),
     ],
-    ids=["float", "2d", "short", "start", "decreasing"],
+    ids=["float", "2d", "short", "start", "decreasing", "empty-then-decreasing"],
 )
 def test_bad_cu_seqlens(cu_seqlens: list, error: type[Exception], message: str) -> None:
     tensor = torch.tensor(cu_seqlens)
@@ -96,10 +98,11 @@ def test_bad_cu_seqlens(cu_seqlens: list, error: type[Exception], message: str) 
 @pytest.mark.parametrize(
     ("position_ids", "error", "message"),
     [
-        (torch.tensor([0.0, 1.0]), TypeError, "integer dtype"),
-        (torch.zeros(2, 3, dtype=torch.long), ValueError, r"\(total,\) or \(1, total\)"),
-        (torch.tensor([], dtype=torch.long), ValueError, "empty"),
-        (torch.tensor([1, 2, 0]), ValueError, "must start at 0"),
+        (torch.tensor([0.0, 1.0]), TypeError, r"^position_ids must have an integer dtype, got torch.float32$"),
+        (torch.zeros(2, 3, dtype=torch.long), ValueError,
+         r"^position_ids must be 1-D \(total,\) or \(1, total\), got a 2-D tensor of shape \(2, 3\)$"),
+        (torch.tensor([], dtype=torch.long), ValueError, r"^position_ids is empty: a pack needs at least one token$"),
+        (torch.tensor([1, 2, 0]), ValueError, r"^position_ids must start at 0 \(a document's first token\), got 1$"),
         (torch.tensor([0, 1, 2, 3, 5]), ValueError, r"position_ids\[4\] = 5 follows 3"),
         (torch.tensor([0, 1, 2, 2]), ValueError, r"position_ids\[3\] = 2 follows 2"),
     ],
@@ -111,5 +114,5 @@ def test_bad_position_ids(position_ids: torch.Tensor, error: type[Exception], me
 
 
 def test_causal_must_be_a_bool() -> None:
-    with pytest.raises(TypeError, match="causal"):
+    with pytest.raises(TypeError, match="^causal must be a bool"):
         document_mask(CU, causal="yes")  # type: ignore[arg-type]
