@@ -573,6 +573,28 @@ def test_module_length_dependent_scaling(scaling: dict) -> None:
     assert not torch.allclose(long[:, :, :8], short, atol=1e-3)
 
 
+@pytest.mark.parametrize(
+    "scaling",
+    [
+        {"rope_type": "dynamic", "factor": 2.0, "max_position_embeddings": 8},
+        {"rope_type": "longrope", "short_factor": [1.0] * 8, "long_factor": [2.0] * 8,
+         "original_max_position_embeddings": 8, "max_position_embeddings": 32},
+    ],
+    ids=["dynamic", "longrope"],
+)
+@pytest.mark.parametrize("length", [1, 7, 8, 9])
+def test_module_equals_cos_sin_around_the_switch(scaling: dict, length: int) -> None:
+    # At lengths 1, T - 1, T and T + 1 around the trained length T = 8, from the cache and from
+    # explicit positions: the module gives the frequencies rope_cos_sin gives for that length,
+    # and never NaN.
+    q, k = _qk(seq=length)
+    module = RotaryEmbedding(16, scaling=scaling, max_len=32)
+    expected = apply_rope(q, *rope_cos_sin(length, 16, scaling=scaling))
+    for out in (module(q, k)[0], module(q, k, positions=torch.arange(length))[0]):
+        assert not out.isnan().any()
+        torch.testing.assert_close(out, expected, rtol=0, atol=1e-6)
+
+
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
 def test_module_compiles_fullgraph_with_growth(layout: str) -> None:
     q, k = _qk(seq=12)
