@@ -1,8 +1,8 @@
 """Reading a Hugging Face ``config.json`` into RoPE settings, the way transformers reads it.
 
 :func:`read_config` turns a config (a dict, a ``config.json`` path or a model directory) into a
-:class:`ModelRope`: the head width, the layers and their attention kinds, one ``rope_parameters``
-dict per RoPE setting (``None`` for NoPE layers), and the notes and warnings met on the way. The
+:class:`ModelRope`: the head width, the layers and their attention kinds (and which of them rotate),
+one ``rope_parameters`` dict per RoPE setting, and the notes and warnings met on the way. The
 family-specific parts (defaults, aliases, layer-type rules) come from
 ``posenc/data/model_families.json``; :mod:`posenc.rope_config` computes the frequencies.
 
@@ -75,7 +75,7 @@ class ModelRope:
     sliding_window: int | None
     attention_chunk_size: int | None
     softmax_scale_rule: str
-    softmax_scale_inputs: dict[str, Any]
+    query_pre_attn_scalar: float | None
     layout: str
     mrope_section: tuple[int, ...] | None
     mrope_interleaved: bool
@@ -227,8 +227,9 @@ def _legacy_parameters(reader: _Reader) -> dict[str, Any]:
     return params
 
 
-def _set_theta(reader: _Reader, params: dict[str, Any], top_key: str, default_key: str) -> None:
-    """``rope_theta`` inside ``params``: its own, else the top-level key, else the family default."""
+def _set_theta(reader: _Reader, params: dict[str, Any], top_key: str) -> None:
+    """``rope_theta`` inside ``params``: its own, else the top-level ``top_key``, else that key's
+    family default."""
     top = reader.config.get(top_key)
     inside = params.get("rope_theta")
     if inside is not None:
@@ -239,7 +240,7 @@ def _set_theta(reader: _Reader, params: dict[str, Any], top_key: str, default_ke
     if top is not None:
         params["rope_theta"] = top
         return
-    default = reader.family.get("defaults", {}).get(default_key, 10000.0)
+    default = reader.family.get("defaults", {}).get(top_key, 10000.0)
     reader.defaults[top_key] = default
     params["rope_theta"] = default
 
@@ -378,7 +379,7 @@ def read_config(config: Mapping[str, Any] | str | os.PathLike[str]) -> ModelRope
             params = dict(params or {})
             if "type" in params and "rope_type" not in params:
                 params["rope_type"] = params.pop("type")
-            _set_theta(reader, params, "rope_theta", "rope_theta")
+            _set_theta(reader, params, "rope_theta")
             parameters[name] = params
         reader.notes.append(f"one RoPE setting per layer type: {sorted(parameters)}")
     else:
@@ -400,15 +401,15 @@ def read_config(config: Mapping[str, Any] | str | os.PathLike[str]) -> ModelRope
             reader.notes.append(f"rope_type {old!r} is read as {legacy_types[old]!r} for model_type {model_type!r}")
         if family.get("local_base"):
             # Gemma 3: the scaling block belongs to the global layers; local layers have their own base.
-            _set_theta(reader, params, "rope_theta", "rope_theta")
+            _set_theta(reader, params, "rope_theta")
             local = {"rope_type": "default"}
-            _set_theta(reader, local, family["local_base"], family["local_base"])
+            _set_theta(reader, local, family["local_base"])
             parameters = {"sliding_attention": local, "full_attention": params}
             if params.get("rope_type", "default") != "default":
                 reader.notes.append("the scaling applies to the global (full-attention) layers only; the local "
                                     "layers keep their own base, unscaled")
         else:
-            _set_theta(reader, params, "rope_theta", "rope_theta")
+            _set_theta(reader, params, "rope_theta")
             parameters = {"all": params}
     # Every Llama 3 model uses base 500000: the Llama 3 rule with the default 10000 is how a lost
     # rope_theta looks (it happened in public Llama 3.1 copies). Elsewhere a defaulted base is
@@ -460,9 +461,7 @@ def read_config(config: Mapping[str, Any] | str | os.PathLike[str]) -> ModelRope
             scheme_head_dims[name] = check_positive_int(key, reader.get(key))
 
     scale_rule = family.get("softmax_scale", "head_dim")
-    scale_inputs: dict[str, Any] = {"query_width": query_width}
-    if scale_rule == "query_pre_attn_scalar":
-        scale_inputs["query_pre_attn_scalar"] = reader.get("query_pre_attn_scalar")
+    scalar = reader.get("query_pre_attn_scalar") if scale_rule == "query_pre_attn_scalar" else None
     temperature = None
     if family.get("temperature_tuning"):
         temperature = {k: reader.get(k) for k in ("attn_temperature_tuning", "floor_scale", "attn_scale")}
@@ -482,7 +481,7 @@ def read_config(config: Mapping[str, Any] | str | os.PathLike[str]) -> ModelRope
         sliding_window=None if window is None else int(window),
         attention_chunk_size=text.get("attention_chunk_size"),
         softmax_scale_rule=scale_rule,
-        softmax_scale_inputs=scale_inputs,
+        query_pre_attn_scalar=scalar,
         layout=family.get("layout", "half (rotate_half)"),
         mrope_section=mrope_section,
         mrope_interleaved=mrope_interleaved,

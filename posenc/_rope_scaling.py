@@ -21,7 +21,7 @@ import torch
 from posenc._checks import check_bool, check_choice, check_even, check_positive_float, check_positive_int
 from posenc._frequencies import inverse_frequencies
 
-__all__ = ["COMMON_KEYS", "ROPE_TYPES", "SCALING_TYPES", "RopeScaling", "parse_scaling"]
+__all__ = ["COMMON_KEYS", "ROPE_TYPES", "SCALING_TYPES", "RopeScaling", "parse_scaling", "yarn_mscale"]
 
 _T = TypeVar("_T")
 
@@ -212,7 +212,7 @@ class DynamicNTKScaling(RopeScaling):
         return inverse_frequencies(r, base, device=device)
 
 
-def _yarn_mscale(scale: float, mscale: float) -> float:
+def yarn_mscale(scale: float, mscale: float) -> float:
     """YaRN's attention temperature ``0.1 * mscale * ln(s) + 1`` (1 for ``s <= 1``)."""
     return 1.0 if scale <= 1.0 else 0.1 * mscale * math.log(scale) + 1.0
 
@@ -255,9 +255,9 @@ class YarnScaling(RopeScaling):
             mscale_all_dim = p.get("mscale_all_dim", _real)
             # As in Hugging Face: the mscale ratio is used only when both are given and non-zero.
             if mscale and mscale_all_dim:
-                attention_factor = _yarn_mscale(factor, mscale) / _yarn_mscale(factor, mscale_all_dim)
+                attention_factor = yarn_mscale(factor, mscale) / yarn_mscale(factor, mscale_all_dim)
             else:
-                attention_factor = _yarn_mscale(factor, 1.0)
+                attention_factor = yarn_mscale(factor, 1.0)
         truncate = p.params.get("truncate")
         if truncate is not None:
             check_bool("scaling['truncate']", truncate)

@@ -21,14 +21,14 @@ import torch
 
 from posenc._checks import check_positive_float
 from posenc._config_reading import ModelRope, read_config
-from posenc._rope_scaling import COMMON_KEYS, SCALING_TYPES, RopeScaling, parse_scaling
+from posenc._rope_scaling import COMMON_KEYS, SCALING_TYPES, RopeScaling, parse_scaling, yarn_mscale
 
 __all__ = ["LayerGroup", "RopeReport", "RopeScheme", "rope_report"]
 
 # Keys that a model's own code reads and transformers does not: not typos, so notes.
 _KEYS_OF_OTHER_CODE = {
-    "finetuned": "read by the YaRN authors' code (NousResearch's Yarn-Llama and Yarn-Mistral), "
-    "where it selects the fine-tuned model's dynamic variant",
+    "finetuned": "read by the YaRN authors' own modelling code (NousResearch's Yarn-Llama and "
+    "Yarn-Mistral)",
 }
 
 # Types whose "original context" is original_max_position_embeddings (with a fallback).
@@ -393,23 +393,19 @@ def _missing_original_warning(rope_type: str, target: int | None, params: Mappin
                    f"{target} positions were extended {factor:g}x beyond it")
 
 
-def _yarn_mscale(scale: float, mscale: float) -> float:
-    return 1.0 if scale <= 1.0 else 0.1 * mscale * math.log(scale) + 1.0
-
-
 def _softmax_scale(model: ModelRope, main: RopeScheme) -> tuple[float, str]:
     """The factor on q·k, and how it was computed (the model family's rule)."""
     width = model.query_width
     if model.softmax_scale_rule == "one":
         return 1.0, "1 (queries and keys are RMS-normalised instead)"
     if model.softmax_scale_rule == "query_pre_attn_scalar":
-        scalar = model.softmax_scale_inputs["query_pre_attn_scalar"]
+        scalar = model.query_pre_attn_scalar
         return float(scalar) ** -0.5, f"query_pre_attn_scalar ** -0.5 ({scalar})"
     if model.softmax_scale_rule == "mla":
         params = main.parameters
         mscale_all_dim = params.get("mscale_all_dim") or 0
         if main.rope_type != "default" and mscale_all_dim:
-            m = _yarn_mscale(float(params["factor"]), float(mscale_all_dim))
+            m = yarn_mscale(float(params["factor"]), float(mscale_all_dim))
             return (width ** -0.5) * m * m, (
                 f"(qk_nope_head_dim + qk_rope_head_dim) ** -0.5 x mscale**2 ({width}, mscale {m:.6g} "
                 f"from factor {params['factor']:g} and mscale_all_dim {mscale_all_dim:g})")

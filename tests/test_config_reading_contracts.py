@@ -353,7 +353,9 @@ def test_layers_without_attention_do_not_rotate() -> None:
 def test_model_level_values_of_a_plain_config() -> None:
     model = read_config(LLAMA)
     assert model.model_type == "llama" and model.max_position_embeddings == 8192 and model.num_layers == 4
-    assert model.softmax_scale_rule == "head_dim" and model.softmax_scale_inputs == {"query_width": 128}
+    assert model.softmax_scale_rule == "head_dim" and model.query_pre_attn_scalar is None and model.query_width == 128
+    # Gemma's scalar is read only where the family's rule uses it.
+    assert read_config({**LLAMA, "query_pre_attn_scalar": 144}).query_pre_attn_scalar is None
     assert model.layout == "half (rotate_half)" and rope_report(LLAMA).layout == "half (rotate_half)"
     assert read_config({"head_dim": 64, "rope_theta": 1e4}).model_type is None
 
@@ -396,8 +398,8 @@ def test_keys_of_other_code_are_notes_not_warnings() -> None:
     report = rope_report({**SMALL, "rope_parameters": {"rope_type": "yarn", "factor": 4.0,
                                                         "original_max_position_embeddings": 4096, "finetuned": True}})
     assert report.warnings == [] and "finetuned" not in report.scheme.parameters
-    assert report.notes == ["'finetuned': read by the YaRN authors' code (NousResearch's Yarn-Llama and Yarn-Mistral), "
-                            "where it selects the fine-tuned model's dynamic variant; transformers does not read it"]
+    assert report.notes == ["'finetuned': read by the YaRN authors' own modelling code (NousResearch's Yarn-Llama and "
+                            "Yarn-Mistral); transformers does not read it"]
 
 
 def test_an_invalid_base_names_its_setting() -> None:

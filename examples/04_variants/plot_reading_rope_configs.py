@@ -48,9 +48,10 @@ print(posenc.rope_report(CONFIGS / "llama-3.1-8b-instruct.json"))
 # mistake: the ``llama3`` rule uses the factor for the pairs whose wavelength exceeds the
 # original context divided by ``low_freq_factor``, keeps the pairs shorter than the original
 # context divided by ``high_freq_factor``, and blends in between. The context the model claims
-# is a separate statement. The report has no warning, and ``transformers`` logs nothing for it.
-llama = posenc.rope_report(CONFIGS / "llama-3.1-8b-instruct.json").scheme
-assert llama.factor == 8 and llama.target_context / llama.original_context == 16
+# is a separate statement, and the report has no warning.
+llama_report = posenc.rope_report(CONFIGS / "llama-3.1-8b-instruct.json")
+llama = llama_report.scheme
+assert llama.factor == 8 and llama.target_context / llama.original_context == 16 and llama_report.warnings == []
 print(f"{llama.interpolated} pairs divided by 8, {llama.unchanged} kept, {llama.in_between} blended")
 
 # %%
@@ -71,6 +72,7 @@ print(report)
 # recipe does what the card intends; the report says so in a note, not a warning. The legacy
 # spellings (``rope_scaling``, ``type``) are notes too: ``transformers`` 5 still reads them.
 assert report.warnings == [] and report.scheme.factor == 4.0
+assert report.scheme.target_context == report.scheme.original_context == 32768
 print(f"attention factor on cos and sin: {report.scheme.attention_factor:.6f}")
 
 # %%
@@ -83,12 +85,15 @@ print(f"attention factor on cos and sin: {report.scheme.attention_factor:.6f}")
 # family, and the report lists which values came from there.
 gemma = posenc.rope_report(CONFIGS / "gemma-3-27b-it.json")
 print(gemma)
+local, glob = gemma.schemes["sliding_attention"], gemma.schemes["full_attention"]
+assert (local.base, local.rope_type, glob.base, glob.rope_type, glob.factor) == (1e4, "default", 1e6, "linear", 8)
+kinds = [g.attention for g in gemma.layers for _ in g.layers]
+assert kinds.count("sliding_attention") == 5 * kinds.count("full_attention") + 2  # 62 layers: 52 and 10
 
 # %%
 # The softmax is scaled by ``query_pre_attn_scalar ** -0.5``, not by the head width's. A local
 # layer's slowest pairs take far longer than its window for one turn, so within the window they
 # barely move; the window is what the layer can see, whatever the base.
-local = gemma.schemes["sliding_attention"]
 window = next(g.window for g in gemma.layers if g.attention == "sliding_attention")
 print(f"local layers: window {window}, longest wavelength {local.wavelength.max():.0f} positions; "
       f"pairs that turn at least once in the window: {int((local.wavelength <= window).sum())} of {local.pairs}")
@@ -109,6 +114,7 @@ print(deepseek)
 # the plain scale drops it.
 ratio = deepseek.softmax_scale / deepseek.query_width**-0.5
 assert deepseek.scheme.attention_factor == 1.0 and deepseek.scheme.rotary_dim == 64
+assert deepseek.query_width - deepseek.scheme.rotary_dim == 128 and deepseek.scheme.factor == 40
 print(f"softmax scale / 192**-0.5 = {ratio:.4f}")
 
 # %%
@@ -130,6 +136,8 @@ for name in ("phi-3-mini-128k-instruct", "pythia-1.4b"):
     print(f"=== {name}")
     print(posenc.rope_report(CONFIGS / f"{name}.json"))
     print()
+pythia = posenc.rope_report(CONFIGS / "pythia-1.4b.json")
+assert 4 * pythia.scheme.rotary_dim == pythia.head_dim
 
 # %%
 # Every stored config, side by side
