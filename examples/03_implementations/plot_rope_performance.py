@@ -145,25 +145,23 @@ plt.show()
 # %%
 # What the CPU numbers say
 # ------------------------
-# On this CPU, at the largest size, the Hugging Face formula takes more than twice the time of
-# the copy (its share is in the table): each of its operations writes a full-size intermediate,
-# and the data crosses the memory bus again for each one. ``torch.compile`` fuses the operations
-# into one loop; posenc runs its four passes over cache-sized blocks, so that the intermediates
-# need not leave the cache. Meta's complex form is the fastest in float32, because one complex
-# multiplication reads each pair once and writes it once. In bfloat16 it loses that lead,
-# because it converts the whole tensor to float32 and back. The
-# library's targets for its CPU path are to be at least twice as fast as Hugging Face's eager
-# formula and to take at most twice the time of the copy; this build's ratios are printed below.
-# Both vary from build to build with the machine, the second also with the copy's own time, part
-# of which is the allocation of new memory, measured in the next section.
+# The Hugging Face formula writes a full-size intermediate for each of its operations, so the
+# data crosses the memory bus again for each one. ``torch.compile`` fuses the operations into one
+# loop; posenc runs its four passes over cache-sized blocks, so that the intermediates need not
+# leave the cache. Meta's complex form reads each pair once and writes it once, which is all a
+# rotation needs; in bfloat16 it first converts the whole tensor to float32 and back, which adds
+# two passes. Which of these costs weighs most depends on the CPU's caches and memory bus, so the
+# ranking below is this build's, computed from the table above, not a rule. The library's targets
+# for its CPU path are to be at least twice as fast as Hugging Face's eager formula and to take at
+# most twice the time of the copy; this build's ratios are printed too. Both vary from machine to
+# machine, the second also with the copy's own time, part of which is the allocation of new
+# memory, measured in the next section.
 by_name = {r.implementation: r for r in rows if r.shape == shape}
 by_name_bf16 = {r.implementation: r for r in rows_bf16}
-# The text relies on this: Hugging Face's formula far from the copy, Meta's form the fastest in
-# float32 and not in bfloat16. (Each share divides by the copy's time, which varies from run to
-# run with its allocation, so only comparisons that hold whatever the copy took are asserted.)
-assert by_name["Hugging Face eager"].fraction_of_copy < 0.5
-assert max(names[1:], key=lambda n: by_name[n].fraction_of_copy) == "Meta complex"
-assert max(names[1:], key=lambda n: by_name_bf16[n].fraction_of_copy) != "Meta complex"
+for label, table in (("float32", by_name), ("bfloat16", by_name_bf16)):
+    ranking = sorted(names[1:], key=lambda n: table[n].ms)
+    print(f"{shape} {label}, fastest first: " + ", ".join(
+        f"{n} ({table[n].fraction_of_copy:.0%} of copy)" for n in ranking))
 hf_over_posenc = by_name["Hugging Face eager"].ms / by_name["posenc"].ms
 posenc_over_copy = by_name["posenc"].ms / by_name["copy"].ms
 print(f"{shape} float32:")
@@ -263,16 +261,15 @@ print(f"one generation step, q and k of {shapes[0]}:")
 print(f"  cos/sin for its one position: {one_cos_sin_ms:8.3f} ms")
 print(f"  rotating q and k:             {decode['posenc'].ms:8.3f} ms")
 
-# The text below relies on this: building is a small part of one rotation of a long batch, and a
-# large part of the rotation of one token.
 long_share, step_share = cos_sin_ms / rotate_ms, one_cos_sin_ms / decode["posenc"].ms
-assert long_share < 0.1 and step_share > 0.25
 
 # %%
-# For a training-size batch, building the table costs a few percent of a single rotation, and a
-# model applies it in every layer, so precomputing saves little there. During generation the
-# rotation is tiny and building the table costs a comparable time (the ratio is printed above). A
-# cache (what :class:`posenc.RotaryEmbedding` keeps) matters there.
+# The two ratios answer the question. A model builds the table once per forward pass and rotates
+# in every layer, so for a long batch precomputing saves at most the first ratio of one layer's
+# rotation per pass. During generation the rotation is tiny, and the second
+# ratio shows how much of a step the table costs; that is where a cache (what
+# :class:`posenc.RotaryEmbedding` keeps) pays. The claim's verdict below follows from these two
+# ratios by the rule written beside it.
 
 # %%
 # On a GPU
@@ -321,11 +318,13 @@ assert long_share < 0.1 and step_share > 0.25
 # ---------------
 # * RoPE is memory traffic: its floor is a copy of ``q`` and ``k``, and the measured times of
 #   every implementation are set by how many times it moves the data, not by its arithmetic.
-# * On this CPU, Meta's complex form comes closest to the copy in float32; posenc's CPU path keeps
-#   Hugging Face's bits, and its ratios to Hugging Face's formula and to the copy are printed
-#   above. Rotating in place also saves the allocation that every other implementation pays.
-# * Building the tables costs a few percent of one rotation for long sequences, and a large part
-#   of the rotation's time for one generated token.
+# * Which implementation comes closest to the copy depends on the CPU and the dtype; this
+#   build's ranking is printed above. posenc's CPU path keeps Hugging Face's bits, and its ratios
+#   to Hugging Face's formula and to the copy are printed beside the ranking. Rotating in place
+#   also saves the allocation that every other implementation pays.
+# * Whether building the tables is worth caching depends on how long the rotation it feeds is:
+#   the two ratios printed in the last section compare them for a long batch and for one
+#   generated token.
 
 # %%
 # Claims tested here
@@ -337,7 +336,8 @@ claims = [
         "measured": f"cos/sin for {shape[2]} positions: {cos_sin_ms:.2f} ms = "
         f"{cos_sin_ms / rotate_ms:.1%} of one rotation of q, k {shape}; for one generated token "
         f"{one_cos_sin_ms:.3f} ms vs {decode['posenc'].ms:.3f} ms rotating",
-        # Worth it where building is a large part of the work: during generation, not for a long batch.
+        # Rule: precomputing is worth it where building costs more than a quarter of the rotation it
+        # feeds: "holds" if so for a long batch, "holds with conditions" if only for one token.
         "verdict": "holds" if long_share > 0.25 else "holds with conditions" if step_share > 0.25 else "does not hold",
     },
 ]
