@@ -1,7 +1,7 @@
 """posenc: positional encodings for Transformers, each written once and checked against the
 implementations people use.
 
-The public names of SPEC.md are importable from here; ``posenc.numpy``, ``posenc.diagnostics``
+The public names of the library contract (docs/dev/spec.md) are importable from here; ``posenc.numpy``, ``posenc.diagnostics``
 and ``posenc.models`` are submodules.
 """
 
@@ -16,6 +16,7 @@ from posenc.relative import (
     rel_shift,
     relative_position_indices,
     t5_relative_position_bucket,
+    xl_position_logits,
     xl_relative_embedding,
 )
 from posenc.rope import (
@@ -70,6 +71,7 @@ __all__ = [
     "sinusoidal_table",
     "t5_relative_position_bucket",
     "xl_relative_embedding",
+    "xl_position_logits",
     "packed_position_ids",
     "cu_seqlens_from_position_ids",
     "document_ids",

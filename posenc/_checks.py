@@ -1,7 +1,7 @@
 """Argument checks shared by every encoding.
 
 Each check raises a ``ValueError`` or ``TypeError`` whose message names the argument, the value
-received and what is allowed (SPEC.md, General rules). None of them reads tensor *values* except
+received and what is allowed (docs/dev/spec.md, General rules). None of them reads tensor *values* except
 :func:`check_finite`, which is used only outside ``forward``/``apply_rope`` so that those stay free
 of host-device synchronisation.
 """

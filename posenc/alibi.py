@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 
 from posenc._dtypes import round_once
-from posenc._checks import check_float_dtype, check_keys_cover_queries, check_positive_int
+from posenc._checks import check_float_dtype, check_positive_int
+from posenc._positions import key_minus_query, query_key_positions
 
 __all__ = ["alibi_slopes", "alibi_bias"]
 
@@ -63,43 +64,56 @@ def alibi_slopes(
 
 def alibi_bias(
     num_heads: int,
-    q_len: int,
-    k_len: int | None = None,
+    q_len: int | torch.Tensor,
+    k_len: int | torch.Tensor | None = None,
     *,
     dtype: torch.dtype | None = None,
     device: torch.device | str | None = None,
 ) -> torch.Tensor:
     r"""ALiBi's additive attention bias, symmetric in distance and unmasked.
 
-    The queries are the last ``q_len`` of the ``k_len`` positions (as when decoding with a key
-    cache), so query :math:`i` sits at :math:`i' = k - q + i` and
+    For a query at position :math:`i` and a key at position :math:`j`,
 
     .. math::
 
-        B_{h i j} = -m_h \, \lvert i' - j \rvert .
+        B_{h i j} = -m_h \, \lvert i - j \rvert .
 
-    The paper applies it under a causal mask (:math:`j \le i'`); keys after the query get the
-    mirror-image bias here, and masking them is the caller's job. Under a causal mask the rows
-    differ from BLOOM's :math:`m_h j` by the per-row constant :math:`m_h i'`, which softmax
-    ignores.
+    Given lengths, the keys sit at :math:`0 \dots k-1` and the queries are the last ``q_len`` of
+    them (as when decoding with a key cache), so query row :math:`r` is position :math:`k - q + r`.
+    Given tensors, they are the positions themselves: restarted positions of a packed batch, the
+    positions kept after a cache eviction.
+
+    The paper applies the bias under a causal mask (:math:`j \le i`); keys after the query get
+    the mirror-image bias here, and masking them is the caller's job. Under a causal mask the rows
+    differ from BLOOM's :math:`m_h j` by the per-row constant :math:`m_h i`, which softmax ignores.
 
     Parameters
     ----------
     num_heads : int
         Number of attention heads.
-    q_len : int
-        Number of queries.
-    k_len : int, optional
-        Number of keys, at least ``q_len`` (default: ``q_len``).
+    q_len : int or torch.Tensor
+        Number of queries, or their integer positions ``(..., q)``.
+    k_len : int or torch.Tensor, optional
+        Number of keys, at least ``q_len``, or their integer positions ``(..., k)`` (leading
+        dimensions broadcastable with the queries'). Default: the same as ``q_len``.
     dtype : torch.dtype, optional
         Floating dtype of the result (default: ``torch.get_default_dtype()``).
     device : torch.device or str, optional
-        Device of the result.
+        Device of the result for lengths (positions keep their own device).
 
     Returns
     -------
     torch.Tensor
-        Shape ``(num_heads, q_len, k_len)``, computed in float64 and rounded once to ``dtype``.
+        ``(num_heads, q_len, k_len)`` for lengths, ``(..., num_heads, q, k)`` for positions;
+        computed in float64 and rounded once to ``dtype``.
+
+    Raises
+    ------
+    TypeError
+        If one of ``q_len``, ``k_len`` is a length and the other a tensor, or positions are not
+        integers.
+    ValueError
+        If ``k_len < q_len``, or the positions' leading dimensions do not broadcast.
 
     References
     ----------
@@ -107,12 +121,9 @@ def alibi_bias(
     Length Extrapolation", ICLR 2022, section 3.
     """
     num_heads = check_positive_int("num_heads", num_heads)
-    q_len = check_positive_int("q_len", q_len)
-    k_len = q_len if k_len is None else check_positive_int("k_len", k_len)
-    check_keys_cover_queries(q_len, k_len)
     dtype = check_float_dtype("dtype", dtype) or torch.get_default_dtype()
-    keys = torch.arange(k_len, dtype=torch.float64, device=device)
-    queries = keys[k_len - q_len :]
-    distance = (queries[:, None] - keys[None, :]).abs()
-    # ``0.0 - x`` rather than ``-x``: the diagonal is +0.0, not -0.0.
-    return round_once(0.0 - _slopes_float64(num_heads, device)[:, None, None] * distance, dtype)
+    q_pos, k_pos = query_key_positions(q_len, k_len, device=device)
+    distance = key_minus_query(q_pos, k_pos).abs().double()  # (..., q, k)
+    slopes = _slopes_float64(num_heads, distance.device)[:, None, None]  # (heads, 1, 1)
+    # (..., 1, q, k) * (heads, 1, 1) -> (..., heads, q, k); ``0.0 - x`` keeps the diagonal +0.0.
+    return round_once(0.0 - slopes * distance.unsqueeze(-3), dtype)

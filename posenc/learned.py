@@ -7,6 +7,7 @@ import math
 import torch
 from torch import nn
 
+from posenc._positions import check_token_positions
 from posenc._checks import (
     check_bool,
     check_floating_tensor,
@@ -60,8 +61,8 @@ class LearnedPositionalEncoding(nn.Module):
         r"""Draw the table from :math:`\mathcal{N}(0, 0.02^2)`."""
         nn.init.normal_(self.weight, std=0.02)
 
-    def forward(self, x: torch.Tensor, *, offset: int = 0) -> torch.Tensor:
-        """Add the vectors of positions ``offset … offset + seq - 1`` to ``x``.
+    def forward(self, x: torch.Tensor, *, offset: int = 0, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """Add the vectors of positions ``offset … offset + seq - 1``, or of ``positions``, to ``x``.
 
         Parameters
         ----------
@@ -69,17 +70,33 @@ class LearnedPositionalEncoding(nn.Module):
             ``(batch, seq, dim)``, or ``(seq, batch, dim)`` when ``batch_first=False``.
         offset : int, optional
             Position of the first token.
+        positions : torch.Tensor, optional
+            Integer positions of the tokens in ``0 … max_len - 1``, ``(batch or 1, seq)``
+            (``(seq, batch or 1)`` when ``batch_first=False``). Not with ``offset``.
 
         Returns
         -------
         torch.Tensor
             Same shape as ``x``.
+
+        Raises
+        ------
+        ValueError
+            If a position is negative or at least ``max_len``: the table has no vector for it.
         """
         layout = "(batch, seq, dim)" if self.batch_first else "(seq, batch, dim)"
         check_floating_tensor("x", x)
         check_ndim("x", x, 3, layout)
         check_last_dim("x", x, self.dim)
         offset = check_nonnegative_int("offset", offset)
+        if positions is not None:
+            positions = check_token_positions(positions, x, self.batch_first, offset)
+            if int(positions.max()) >= self.max_len:
+                raise ValueError(
+                    f"position {int(positions.max())} is past the learned table (max_len={self.max_len}); "
+                    "a learned table has no vectors past max_len"
+                )
+            return self.dropout(x + self.weight[positions].to(x.dtype))  # (.., .., dim), aligned with x
         seq_len = x.shape[1 if self.batch_first else 0]
         if offset + seq_len > self.max_len:
             raise ValueError(

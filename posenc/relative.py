@@ -7,13 +7,8 @@ import math
 import torch
 from torch import nn
 
-from posenc._checks import (
-    check_bool,
-    check_int,
-    check_integer_tensor,
-    check_keys_cover_queries,
-    check_positive_int,
-)
+from posenc._checks import check_bool, check_int, check_integer_tensor, check_positive_int
+from posenc._positions import key_minus_query, query_key_positions
 from posenc.sinusoidal import sinusoidal_table
 
 __all__ = [
@@ -22,56 +17,64 @@ __all__ = [
     "t5_relative_position_bucket",
     "T5RelativePositionBias",
     "xl_relative_embedding",
+    "xl_position_logits",
     "rel_shift",
 ]
 
 
 def relative_position_indices(
-    q_len: int,
-    k_len: int,
+    q_len: int | torch.Tensor,
+    k_len: int | torch.Tensor,
     max_relative_position: int,
     *,
     device: torch.device | str | None = None,
 ) -> torch.Tensor:
     r"""Clipped relative distances ``key - query``, shifted to be valid table rows.
 
-    Query ``i`` sits at absolute position :math:`i' = k - q + i` (the queries are the last
-    ``q_len`` of the ``k_len`` keys, as when decoding with a cache), and
+    For a query at position :math:`i` and a key at position :math:`j`,
 
     .. math::
 
-        R_{ij} = \operatorname{clip}(j - i', -K, K) + K \in \{0, \dots, 2K\}.
+        R_{ij} = \operatorname{clip}(j - i, -K, K) + K \in \{0, \dots, 2K\}.
 
-    When ``q_len == k_len`` this is :math:`\operatorname{clip}(j - i, -K, K) + K`.
+    Given lengths, the keys sit at :math:`0 \dots k-1` and the queries are the last ``q_len`` of
+    them (as when decoding with a cache); when ``q_len == k_len`` this is
+    :math:`\operatorname{clip}(j - i, -K, K) + K` for row :math:`i` and column :math:`j`. Given
+    tensors, they are the positions themselves.
 
     Parameters
     ----------
-    q_len : int
-        Number of queries.
-    k_len : int
-        Number of keys, at least ``q_len``.
+    q_len : int or torch.Tensor
+        Number of queries, or their integer positions ``(..., q)``.
+    k_len : int or torch.Tensor
+        Number of keys, at least ``q_len``, or their integer positions ``(..., k)`` (leading
+        dimensions broadcastable with the queries').
     max_relative_position : int
         :math:`K`; distances beyond it share the row of distance :math:`\pm K`.
     device : torch.device or str, optional
-        Device of the result.
+        Device of the result for lengths (positions keep their own device).
 
     Returns
     -------
     torch.Tensor
-        ``torch.long`` tensor of shape ``(q_len, k_len)``.
+        ``torch.long``, ``(q_len, k_len)`` for lengths, ``(..., q, k)`` for positions.
+
+    Raises
+    ------
+    TypeError
+        If one of ``q_len``, ``k_len`` is a length and the other a tensor, or positions are not
+        integers.
+    ValueError
+        If ``k_len < q_len``, or the positions' leading dimensions do not broadcast.
 
     References
     ----------
     Shaw, Uszkoreit and Vaswani, "Self-Attention with Relative Position Representations",
     NAACL 2018; tensor2tensor ``_generate_relative_positions_matrix``.
     """
-    q_len = check_positive_int("q_len", q_len)
-    k_len = check_positive_int("k_len", k_len)
-    check_keys_cover_queries(q_len, k_len)
+    q_pos, k_pos = query_key_positions(q_len, k_len, device=device)
     k = check_positive_int("max_relative_position", max_relative_position)
-    keys = torch.arange(k_len, device=device)
-    queries = keys[k_len - q_len :]
-    return (keys[None, :] - queries[:, None]).clamp(-k, k) + k
+    return key_minus_query(q_pos, k_pos).clamp(-k, k) + k
 
 
 class RelativePositionEmbedding(nn.Module):
@@ -110,20 +113,21 @@ class RelativePositionEmbedding(nn.Module):
         r"""Redraw the table from :math:`\mathcal{N}(0, 1)` (``nn.Embedding``'s initialisation)."""
         self.embedding.reset_parameters()
 
-    def forward(self, q_len: int, k_len: int) -> torch.Tensor:
+    def forward(self, q_len: int | torch.Tensor, k_len: int | torch.Tensor) -> torch.Tensor:
         """Vectors for every (query, key) pair.
 
         Parameters
         ----------
-        q_len : int
-            Number of queries.
-        k_len : int
-            Number of keys, at least ``q_len``.
+        q_len : int or torch.Tensor
+            Number of queries, or their integer positions ``(..., q)``.
+        k_len : int or torch.Tensor
+            Number of keys, at least ``q_len``, or their integer positions ``(..., k)``.
 
         Returns
         -------
         torch.Tensor
-            Shape ``(q_len, k_len, dim)``, dtype of the embedding weight.
+            ``(q_len, k_len, dim)`` for lengths, ``(..., q, k, dim)`` for positions; dtype of the
+            embedding weight.
         """
         index = relative_position_indices(
             q_len, k_len, self.max_relative_position, device=self.embedding.weight.device
@@ -264,37 +268,61 @@ class T5RelativePositionBias(nn.Module):
         r"""Redraw the bias table from :math:`\mathcal{N}(0, 1)` (``nn.Embedding``'s initialisation)."""
         self.relative_attention_bias.reset_parameters()
 
-    def forward(self, q_len: int, k_len: int, *, offset: int = 0) -> torch.Tensor:
-        """Bias for queries at positions ``offset … offset + q_len - 1`` and keys ``0 … k_len - 1``.
+    def forward(
+        self, q_len: int | torch.Tensor, k_len: int | torch.Tensor, *, offset: int = 0
+    ) -> torch.Tensor:
+        """Bias for every (query, key) pair.
+
+        Given lengths, the queries sit at ``offset … offset + q_len - 1`` and the keys at
+        ``0 … k_len - 1``. Given tensors, they are the positions themselves.
 
         Parameters
         ----------
-        q_len : int
-            Number of queries.
-        k_len : int
-            Number of keys.
+        q_len : int or torch.Tensor
+            Number of queries, or their integer positions ``(..., q)``.
+        k_len : int or torch.Tensor
+            Number of keys, or their integer positions ``(..., k)`` (leading dimensions
+            broadcastable with the queries').
         offset : int, optional
-            Position of the first query (the number of cached tokens when decoding).
+            Position of the first query (the number of cached tokens when decoding); lengths
+            only.
 
         Returns
         -------
         torch.Tensor
-            Shape ``(1, num_heads, q_len, k_len)``, dtype of the embedding weight.
+            ``(1, num_heads, q_len, k_len)`` for lengths (Hugging Face's ``position_bias``),
+            ``(..., num_heads, q, k)`` for positions; dtype of the embedding weight.
+
+        Raises
+        ------
+        TypeError
+            If one of ``q_len``, ``k_len`` is a length and the other a tensor, or positions are
+            not integers.
+        ValueError
+            If ``offset`` is given with positions, or the positions' leading dimensions do not
+            broadcast.
         """
-        q_len = check_positive_int("q_len", q_len)
-        k_len = check_positive_int("k_len", k_len)
         offset = check_int("offset", offset)
         device = self.relative_attention_bias.weight.device
-        queries = torch.arange(offset, offset + q_len, device=device)
-        keys = torch.arange(k_len, device=device)
+        positions = isinstance(q_len, torch.Tensor) or isinstance(k_len, torch.Tensor)
+        if positions:
+            if offset:
+                raise ValueError(f"offset applies to lengths only; add it to the positions, got offset={offset}")
+            q_pos, k_pos = query_key_positions(q_len, k_len)
+        else:
+            # Queries offset … offset + q_len - 1 against keys 0 … k_len - 1: any offset, so the
+            # lengths are checked here rather than as "the last q_len of k_len keys".
+            q_len = check_positive_int("q_len", q_len)
+            k_len = check_positive_int("k_len", k_len)
+            q_pos, k_pos = torch.arange(offset, offset + q_len, device=device), torch.arange(k_len, device=device)
         bucket = t5_relative_position_bucket(
-            keys[None, :] - queries[:, None],
+            key_minus_query(q_pos, k_pos),
             bidirectional=self.bidirectional,
             num_buckets=self.num_buckets,
             max_distance=self.max_distance,
         )
-        # (q_len, k_len, heads) -> (heads, q_len, k_len) -> (1, heads, q_len, k_len)
-        return self.relative_attention_bias(bucket).permute(2, 0, 1).unsqueeze(0)
+        bias = self.relative_attention_bias(bucket).movedim(-1, -3)  # (..., q, k, heads) -> (..., heads, q, k)
+        return bias if positions else bias.unsqueeze(0)
 
     def extra_repr(self) -> str:
         return (
@@ -356,6 +384,86 @@ def xl_relative_embedding(
     table = sinusoidal_table(rows, dim, style="concat", dtype=dtype, device=device)
     distance = torch.arange(k_len - 1, -1, -1, device=table.device).clamp_max(rows - 1)
     return table[distance]
+
+
+def xl_position_logits(
+    query: torch.Tensor,
+    weight: torch.Tensor,
+    q_len: int | torch.Tensor,
+    k_len: int | torch.Tensor,
+) -> torch.Tensor:
+    r"""Transformer-XL's position term for every (query, key) pair, at any positions.
+
+    .. math::
+
+        s_{ij} = q_i^\top W_R\, R_{i - j}, \qquad
+        R_{p} = \left[\sin(p\,\omega_0), \dots, \cos(p\,\omega_0), \dots\right],
+
+    with :math:`q_i` the query plus the position bias :math:`v`, :math:`W_R` one head's slice of
+    the projection of the relative encodings, and :math:`R` the ``"concat"`` sinusoids of
+    :func:`~posenc.xl_relative_embedding`. The angle-addition formulas split
+    :math:`\sin((i - j)\omega)` and :math:`\cos((i - j)\omega)` into sinusoids of :math:`i` and of
+    :math:`j`, so the term is one product of a ``(q, dim)`` and a ``(k, dim)`` tensor per head: no
+    ``(q, k, dim)`` table and no :func:`rel_shift`, and the positions may be anything (restarted in
+    each document of a pack, kept after a cache eviction). For queries that are the last ``q_len``
+    of ``k_len`` consecutive keys it equals ``rel_shift(query @ (W_R R).T)`` on and below the
+    diagonal.
+
+    Parameters
+    ----------
+    query : torch.Tensor
+        Floating ``(..., heads, q, head_dim)``: the queries plus :math:`v`.
+    weight : torch.Tensor
+        :math:`W_R` as an ``nn.Linear`` weight, ``(heads * head_dim, dim)`` with ``dim`` even.
+    q_len : int or torch.Tensor
+        Number of queries, or their integer positions ``(..., q)`` (leading dimensions
+        broadcastable with ``query``'s, without the heads axis).
+    k_len : int or torch.Tensor
+        Number of keys, at least ``q_len``, or their integer positions ``(..., k)``.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(..., heads, q, k)``, dtype of ``query``.
+
+    Raises
+    ------
+    TypeError
+        If one of ``q_len``, ``k_len`` is a length and the other a tensor, or positions are not
+        integers.
+    ValueError
+        If the shapes do not fit together, ``dim`` is odd, or ``k_len < q_len``.
+
+    References
+    ----------
+    Dai et al., "Transformer-XL: Attentive Language Models Beyond a Fixed-Length Context",
+    ACL 2019, section 3.3 (term (d) with the global bias :math:`v`).
+    """
+    if not isinstance(query, torch.Tensor) or not isinstance(weight, torch.Tensor):
+        raise TypeError("query and weight must be torch.Tensors")
+    if query.ndim < 3 or weight.ndim != 2:
+        raise ValueError(
+            f"query must be (..., heads, q, head_dim) and weight (heads * head_dim, dim), got shapes "
+            f"{tuple(query.shape)} and {tuple(weight.shape)}"
+        )
+    heads, _, head_dim = query.shape[-3:]
+    if weight.shape[0] != heads * head_dim or weight.shape[1] % 2:
+        raise ValueError(
+            f"weight must be (heads * head_dim, even dim) = ({heads * head_dim}, 2F), got {tuple(weight.shape)}"
+        )
+    q_pos, k_pos = query_key_positions(q_len, k_len, device=query.device)
+    if q_pos.shape[-1] != query.shape[-2]:
+        raise ValueError(f"{q_pos.shape[-1]} query positions for {query.shape[-2]} queries")
+    dim = weight.shape[1]
+    w = weight.view(heads, head_dim, dim)  # (heads * head_dim, dim) -> (heads, head_dim, dim)
+    a_sin, a_cos = torch.einsum("...hid,hdf->...hif", query, w.to(query.dtype)).chunk(2, dim=-1)
+    # (..., q, dim) sinusoids of the positions -> sin and cos halves (..., 1, q, F), over heads
+    s_i, c_i = sinusoidal_table(q_pos, dim, style="concat", dtype=query.dtype).unsqueeze(-3).chunk(2, dim=-1)
+    s_j, c_j = sinusoidal_table(k_pos, dim, style="concat", dtype=query.dtype).unsqueeze(-3).chunk(2, dim=-1)
+    # sin((i-j)w) = s_i c_j - c_i s_j and cos((i-j)w) = c_i c_j + s_i s_j, grouped by c_j and s_j:
+    left = torch.cat([a_sin * s_i + a_cos * c_i, a_cos * s_i - a_sin * c_i], dim=-1)  # (..., heads, q, 2F)
+    right = torch.cat([c_j, s_j], dim=-1)  # (..., 1, k, 2F)
+    return left @ right.transpose(-1, -2)
 
 
 def rel_shift(x: torch.Tensor) -> torch.Tensor:

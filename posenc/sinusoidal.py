@@ -13,6 +13,7 @@ from posenc._checks import (
     check_choice,
     check_float_dtype,
     check_int,
+    check_integer_tensor,
     check_last_dim,
     check_floating_tensor,
     check_ndim,
@@ -21,6 +22,7 @@ from posenc._checks import (
     check_probability,
 )
 from posenc._dtypes import round_once
+from posenc._positions import check_token_positions
 from posenc._frequencies import inverse_frequencies
 
 __all__ = ["SINUSOIDAL_STYLES", "sinusoidal_frequencies", "sinusoidal_table", "SinusoidalPositionalEncoding"]
@@ -66,7 +68,7 @@ def sinusoidal_frequencies(
 
 
 def sinusoidal_table(
-    length: int,
+    length: int | torch.Tensor,
     dim: int,
     *,
     base: float = 10000.0,
@@ -75,7 +77,7 @@ def sinusoidal_table(
     dtype: torch.dtype | None = None,
     device: torch.device | str | None = None,
 ) -> torch.Tensor:
-    r"""Sinusoidal encodings of positions ``offset … offset + length - 1``.
+    r"""Sinusoidal encodings of positions ``offset … offset + length - 1``, or of given positions.
 
     The ``"interleaved"`` style is the formula of the paper:
 
@@ -93,8 +95,9 @@ def sinusoidal_table(
 
     Parameters
     ----------
-    length : int
-        Number of positions (rows).
+    length : int or torch.Tensor
+        Number of positions (rows), or an integer tensor of positions of any shape (restarted
+        positions of a packed batch, say; negative ones are allowed: the formula holds for them).
     dim : int
         Encoding width (columns). Odd widths are allowed: in ``"interleaved"`` and ``"concat"``
         the extra column is a sine.
@@ -103,40 +106,55 @@ def sinusoidal_table(
     style : str, optional
         Column order: ``"interleaved"``, ``"concat"`` or ``"tensor2tensor"``.
     offset : int, optional
-        Position of the first row.
+        Position of the first row; lengths only.
     dtype : torch.dtype, optional
         Floating dtype of the result (default: ``torch.get_default_dtype()``).
     device : torch.device or str, optional
-        Device of the result.
+        Device of the result (default: the positions' device, or the default device for a
+        length).
 
     Returns
     -------
     torch.Tensor
-        Shape ``(length, dim)``.
+        ``(length, dim)``, or ``(*positions.shape, dim)``.
+
+    Raises
+    ------
+    TypeError
+        If positions are not integers.
+    ValueError
+        If ``offset`` is given with positions.
 
     References
     ----------
     Vaswani et al., "Attention Is All You Need", NeurIPS 2017, section 3.5.
     """
-    length = check_positive_int("length", length)
     offset = check_int("offset", offset)
     dtype = check_float_dtype("dtype", dtype) or torch.get_default_dtype()
+    if isinstance(length, torch.Tensor):
+        check_integer_tensor("positions", length)
+        if offset:
+            raise ValueError(f"offset applies to a length only; add it to the positions, got offset={offset}")
+        device = length.device if device is None else device
+        positions = length.to(device=device, dtype=torch.float64)
+    else:
+        length = check_positive_int("length", length)
+        positions = torch.arange(offset, offset + length, dtype=torch.float64, device=device)
     freqs = sinusoidal_frequencies(dim, base=base, style=style, device=device)
-    positions = torch.arange(offset, offset + length, dtype=torch.float64, device=device)
-    angles = torch.outer(positions, freqs)
+    angles = positions[..., None] * freqs  # (..., n_sin)
     n_sin, n_cos = freqs.shape[0], dim // 2
     # Rounding is elementwise, so rounding sin and cos before placing them gives the same numbers
     # as rounding a finished float64 table, without building one (about 2x faster on CPU).
     sin = round_once(angles.sin(), dtype)
-    cos = round_once(angles[:, :n_cos].cos_(), dtype)  # in place: ``angles`` is not needed again
-    table = torch.empty(length, dim, dtype=dtype, device=device)
+    cos = round_once(angles[..., :n_cos].cos_(), dtype)  # in place: ``angles`` is not needed again
+    table = torch.empty(*positions.shape, dim, dtype=dtype, device=device)
     if style == "interleaved":
-        table[:, 0::2] = sin
-        table[:, 1::2] = cos
+        table[..., 0::2] = sin
+        table[..., 1::2] = cos
     else:
-        table[:, :n_sin] = sin
-        table[:, n_sin : n_sin + n_cos] = cos
-        table[:, n_sin + n_cos :] = 0.0  # tensor2tensor pads an odd ``dim`` with one zero column
+        table[..., :n_sin] = sin
+        table[..., n_sin : n_sin + n_cos] = cos
+        table[..., n_sin + n_cos :] = 0.0  # tensor2tensor pads an odd ``dim`` with one zero column
     return table
 
 
@@ -207,8 +225,8 @@ class SinusoidalPositionalEncoding(RecomputedOnCast):
         )
         return (table,)
 
-    def forward(self, x: torch.Tensor, *, offset: int = 0) -> torch.Tensor:
-        """Add the encodings of positions ``offset … offset + seq - 1`` to ``x``.
+    def forward(self, x: torch.Tensor, *, offset: int = 0, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """Add the encodings of positions ``offset … offset + seq - 1``, or of ``positions``, to ``x``.
 
         Parameters
         ----------
@@ -216,6 +234,10 @@ class SinusoidalPositionalEncoding(RecomputedOnCast):
             ``(batch, seq, dim)``, or ``(seq, batch, dim)`` when ``batch_first=False``.
         offset : int, optional
             Position of the first token (e.g. when decoding step by step).
+        positions : torch.Tensor, optional
+            Non-negative integer positions of the tokens, ``(batch or 1, seq)`` (``(seq, batch or
+            1)`` when ``batch_first=False``): positions that restart in each document of a packed
+            batch, or that skip padding. Not with ``offset``.
 
         Returns
         -------
@@ -227,6 +249,10 @@ class SinusoidalPositionalEncoding(RecomputedOnCast):
         check_ndim("x", x, 3, layout)
         check_last_dim("x", x, self.dim)
         offset = check_int("offset", offset)
+        if positions is not None:
+            positions = check_token_positions(positions, x, self.batch_first, offset)
+            (table,) = cached_rows(self, ("pe",), 0, int(positions.max()) + 1, self._rows)
+            return self.dropout(x + table[positions].to(x.dtype))  # (.., .., dim), aligned with x
         seq_axis = 1 if self.batch_first else 0
         (pe,) = cached_rows(self, ("pe",), offset, offset + x.shape[seq_axis], self._rows)
         pe = pe.to(x.dtype)

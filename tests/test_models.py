@@ -30,10 +30,10 @@ RELATIVE = ("shaw", "xl", "t5", "rope", "alibi")  # scores depend on i - j only
 POSITION_PARAMS = {  # parameter-name fragments that only the given encoding creates
     "none": (),
     "sinusoidal": (),
-    "learned": ("absolute.weight",),
-    "shaw": ("rel_k.", "rel_v."),
-    "xl": ("r_proj.", "attn.xl_content_bias", "attn.xl_position_bias"),
-    "t5": ("t5.",),
+    "learned": ("position.table.weight",),
+    "shaw": ("position.rel_k.", "position.rel_v."),
+    "xl": ("position.r_proj.", "attn.position.content_bias", "attn.position.position_bias"),
+    "t5": ("position.t5.",),
     "rope": (),
     "alibi": (),
     "cope": ("cope.pos_emb",),
@@ -112,12 +112,10 @@ def test_relative_encodings_score_by_offset_only(position, causal):
 
 
 def first_layer_logits(model: Transformer, x: torch.Tensor) -> torch.Tensor:
-    hidden = model.embed(x)
-    if model.absolute is not None:
-        hidden = model.absolute(hidden)
-    block = model.blocks[0]
     positions = torch.arange(x.shape[1])[None]
-    context = model._attention_context(x, hidden, positions, positions, None, False)
+    hidden = model.position.embed(model.embed(x), positions, False)
+    block = model.blocks[0]
+    context = model._context(hidden, positions, positions, False)
     return block.attn.scores(block.norm1(hidden), context)[0]
 
 
@@ -137,9 +135,9 @@ def test_xl_logits_match_the_formula(causal):
     logits = first_layer_logits(model, x)[0]
     for i in range(SEQ):
         for j in range(SEQ if not causal else i + 1):
-            r = attn.r_proj(sinusoidal_table(1, DIM, style="concat", offset=i - j, dtype=torch.float64))
+            r = attn.position.r_proj(sinusoidal_table(1, DIM, style="concat", offset=i - j, dtype=torch.float64))
             r = r.view(HEADS, DIM // HEADS)
-            expected = ((q[:, i] + attn.xl_content_bias) * k[:, j]).sum(-1) + ((q[:, i] + attn.xl_position_bias) * r).sum(-1)
+            expected = ((q[:, i] + attn.position.content_bias) * k[:, j]).sum(-1) + ((q[:, i] + attn.position.position_bias) * r).sum(-1)
             torch.testing.assert_close(logits[:, i, j], expected / math.sqrt(DIM // HEADS))
     if causal:
         assert (logits.triu(1)[logits.triu(1) != 0] == torch.finfo(logits.dtype).min).all()
@@ -149,7 +147,7 @@ def test_shaw_and_alibi_logits_match_the_formula():
     model = perturbed(Transformer(config("shaw", max_relative_position=2)))
     x = tokens(batch=1)
     attn, q, k = qkv(model, x)
-    table = attn.rel_k.embedding.weight
+    table = attn.position.rel_k.embedding.weight
     index = relative_position_indices(SEQ, SEQ, 2)
     expected = torch.einsum("hid,hijd->hij", q, k[:, None, :, :] + table[index][None])
     torch.testing.assert_close(first_layer_logits(model, x)[0], expected / math.sqrt(DIM // HEADS))
@@ -417,14 +415,14 @@ def test_train_rejects_bad_arguments(kwargs, error, match):
 
 def test_rope_layout_and_scaling_reach_the_rotary_module():
     model = Transformer(config("rope", rope_layout="interleaved", rope_scaling={"rope_type": "linear", "factor": 4.0}))
-    assert model.rope.layout == "interleaved"
+    assert model.position.rope.layout == "interleaved"
     plain = Transformer(config("rope"))
     # Linear scaling: position 4p rotates like position p of the unscaled model.
     q = torch.randn(1, 1, 1, DIM // HEADS)
-    scaled = model.rope(q, q, positions=torch.tensor([8]))[0]
-    unscaled = Transformer(config("rope", rope_layout="interleaved")).rope(q, q, positions=torch.tensor([2]))[0]
+    scaled = model.position.rope(q, q, positions=torch.tensor([8]))[0]
+    unscaled = Transformer(config("rope", rope_layout="interleaved")).position.rope(q, q, positions=torch.tensor([2]))[0]
     torch.testing.assert_close(scaled, unscaled)
-    assert plain.rope.layout == "half"
+    assert plain.position.rope.layout == "half"
     with pytest.raises(ValueError, match="rope_layout"):
         config("rope", rope_layout="neox")
     with pytest.raises(TypeError, match="rope_scaling must be a dict"):
@@ -466,3 +464,34 @@ def test_stdlib_corpus_reads_the_interpreters_own_modules():
     assert corpus.held_out.numel() > 0
     with pytest.raises(ValueError, match="missing: \\['no_such_module'\\]"):
         stdlib_corpus(["textwrap", "no_such_module"], ["shlex"])
+
+
+@pytest.mark.parametrize("position", POSITIONS)
+def test_gapped_positions_reach_every_encoding_that_reads_positions(position):
+    # Positions with a gap (kept after evicting tokens from a cache, say): every encoding that reads
+    # positions must see the gap; contiguous positions shifted by a constant change only the
+    # absolute encodings. NoPE and CoPE (positions counted from gates) read none.
+    model = perturbed(CausalLM(config(position, causal=True)))
+    x = tokens(batch=1)
+    plain = model(x, position_ids=torch.arange(SEQ)[None])
+    gapped = model(x, position_ids=torch.tensor([[0, 1, 2, 9, 10, 11, 12]]))
+    shifted = model(x, position_ids=torch.arange(5, 5 + SEQ)[None])
+    reads_positions = position not in ("none", "cope")
+    assert ((gapped - plain).abs().max() > 1e-3) == reads_positions
+    assert ((shifted - plain).abs().max() > 1e-3) == (position in ("sinusoidal", "learned"))
+
+
+def test_alibi_and_t5_biases_at_gapped_positions_match_the_formula():
+    positions = torch.tensor([[0, 1, 2, 9, 10, 11, 12]])
+    x = tokens(batch=1)
+    for position, bias in (
+        ("alibi", lambda m: alibi_bias(HEADS, positions[0], positions[0], dtype=torch.float64)),
+        ("t5", lambda m: m.position.t5(positions[0], positions[0])),
+    ):
+        model = perturbed(Transformer(config(position, causal=True)))
+        hidden = model.embed(x)
+        attn, q, k = qkv(model, x)
+        context = model._context(hidden, positions, positions, True)
+        expected = q @ k.transpose(-1, -2) / math.sqrt(DIM // HEADS) + bias(model)
+        expected = expected.masked_fill(torch.ones(SEQ, SEQ, dtype=torch.bool).triu(1), torch.finfo(expected.dtype).min)
+        torch.testing.assert_close(attn.scores(model.blocks[0].norm1(hidden), context)[0][0], expected, rtol=0, atol=1e-12)

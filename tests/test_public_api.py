@@ -1,4 +1,4 @@
-"""The public contract of SPEC.md: every name importable from posenc with its arguments."""
+"""The public contract of docs/dev/spec.md: every name importable from posenc with its arguments."""
 
 from __future__ import annotations
 
@@ -23,6 +23,12 @@ SPEC = {
         "t5_relative_position_bucket": ["relative_position", "bidirectional", "num_buckets", "max_distance"],
         "T5RelativePositionBias": ["num_heads", "bidirectional", "num_buckets", "max_distance"],
         "xl_relative_embedding": ["k_len", "dim", "clamp_len"],
+        "xl_position_logits": ["query", "weight", "q_len", "k_len"],
+        "packed_position_ids": ["cu_seqlens"],
+        "cu_seqlens_from_position_ids": ["position_ids"],
+        "document_ids": ["cu_seqlens"],
+        "document_mask": ["cu_seqlens", "causal"],
+        "rope_report": ["config"],
         "rel_shift": ["x"],
         "rope_inv_freq": ["dim", "base", "scaling", "seq_len"],
         "rope_cos_sin": ["positions", "dim", "base", "scaling", "layout", "dtype", "device"],
@@ -53,11 +59,11 @@ SPEC = {
         "collisions": ["length", "dim", "dtype"],
         "check_table": ["pe"],
     },
-    posenc.models: {"Transformer": ["config"], "TransformerConfig": ["position"]},
+    posenc.models: {"Transformer": ["config"], "TransformerConfig": ["position", "sliding_window"]},
 }
 FORWARD = {
-    "SinusoidalPositionalEncoding": ["x", "offset"],
-    "LearnedPositionalEncoding": ["x", "offset"],
+    "SinusoidalPositionalEncoding": ["x", "offset", "positions"],
+    "LearnedPositionalEncoding": ["x", "offset", "positions"],
     "RelativePositionEmbedding": ["q_len", "k_len"],
     "T5RelativePositionBias": ["q_len", "k_len", "offset"],
     "RotaryEmbedding": ["q", "k", "positions", "offset"],

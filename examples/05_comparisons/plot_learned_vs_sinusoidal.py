@@ -96,7 +96,7 @@ for data_name, data in datasets.items():
                 held_out_loss[data_name, position, seed] = next_token_loss(model, held_out).item()
             curves[data_name, position, seed] = np.array(log.losses)
             if position == "learned":
-                table_std[data_name, seed] = model.transformer.absolute.weight.std().item()
+                table_std[data_name, seed] = model.transformer.position.table.weight.std().item()
 
 print(f"held-out loss after {steps} steps (nats per character), one value per seed")
 for data_name in datasets:

@@ -70,7 +70,7 @@ for seed in seeds:
 # Four ways to stretch it
 # -----------------------
 # Each method is a new :class:`posenc.RotaryEmbedding` put in place of the model's
-# ``transformer.rope``; the weights stay. All four target a context four times the training
+# ``transformer.position.rope``; the weights stay. All four target a context four times the training
 # length, :math:`s = 4`:
 #
 # * **linear** (position interpolation, Chen et al. 2023) divides every frequency by
@@ -152,7 +152,7 @@ def held_out_loss(model, n):
 def with_rope(model, method):
     """A copy of the model whose rotary embedding is the method's; same weights."""
     stretched = copy.deepcopy(model)
-    stretched.transformer.rope = rope_for(method)
+    stretched.transformer.position.rope = rope_for(method)
     return stretched
 
 

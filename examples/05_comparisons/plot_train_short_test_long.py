@@ -77,12 +77,12 @@ for position in encodings:
         torch.manual_seed(seed)
         model = CausalLM(make_config(position))
         if position == "learned":
-            initial_table = model.transformer.absolute.weight.detach().clone()
+            initial_table = model.transformer.position.table.weight.detach().clone()
         log = train(model, next_token_loss, make_batch, steps=steps, lr=lr, seed=seed, warmup=warmup)
         models[position, seed] = model
         final_loss[position, seed] = sum(log.losses[-20:]) / 20
         if position == "learned":
-            table = model.transformer.absolute.weight.detach()
+            table = model.transformer.position.table.weight.detach()
             assert torch.equal(table[train_len:], initial_table[train_len:])  # never trained
             assert not torch.equal(table[:train_len], initial_table[:train_len])
     print(f"{names[position]:>10}: training loss (last 20 steps) "
@@ -94,7 +94,7 @@ for position in encodings:
 # mean length of the rows the model trained, of the rows it never saw, and of the token vectors:
 for seed in seeds:
     transformer = models["learned", seed].transformer
-    rows = transformer.absolute.weight.detach().norm(dim=1)
+    rows = transformer.position.table.weight.detach().norm(dim=1)
     token_vectors = transformer.embed(torch.arange(unknown + 1)).detach().norm(dim=1)
     print(f"seed {seed}: mean norm of trained position rows {rows[:train_len].mean():.3f}, "
           f"untrained rows {rows[train_len:].mean():.3f}, token vectors {token_vectors.mean():.3f}")

@@ -64,7 +64,7 @@ models = {
     "sinusoidal": new_model("sinusoidal"),
     "RoPE": new_model("rope"),
 }
-initial_table = models["learned"].transformer.absolute.weight.detach().clone()
+initial_table = models["learned"].transformer.position.table.weight.detach().clone()
 for name, model in models.items():
     log = train(model, next_token_loss, corpus.windows(TRAIN_LENGTH, BATCH), steps=STEPS, lr=3e-3,
                 warmup=20, seed=0, threads=1)
@@ -142,7 +142,7 @@ plt.show()
 # a message that names the limit:
 short = new_model("learned", max_len=TRAIN_LENGTH)
 state = models["learned"].state_dict()
-state["transformer.absolute.weight"] = state["transformer.absolute.weight"][:TRAIN_LENGTH]
+state["transformer.position.table.weight"] = state["transformer.position.table.weight"][:TRAIN_LENGTH]
 short.load_state_dict(state)
 print(f"length 64: perplexity {math.exp(per_position(short, 64).mean().item()):.2f}")
 try:
@@ -160,9 +160,9 @@ except ValueError as error:
 # gradient and AdamW never moved them: they are still the random numbers they were initialised
 # with, far smaller than the trained rows: past position 63 the model gets a small random
 # vector instead of a position it knows.
-unused = models["learned"].transformer.absolute.weight.detach()[TRAIN_LENGTH:]
+unused = models["learned"].transformer.position.table.weight.detach()[TRAIN_LENGTH:]
 assert torch.equal(unused, initial_table[TRAIN_LENGTH:])
-trained = models["learned"].transformer.absolute.weight.detach()[:TRAIN_LENGTH]
+trained = models["learned"].transformer.position.table.weight.detach()[:TRAIN_LENGTH]
 print(f"rows 64-255 equal their initial values: {torch.equal(unused, initial_table[TRAIN_LENGTH:])}")
 print(f"mean norm of a row: rows 0-63 {trained.norm(dim=1).mean().item():.3f}, "
       f"rows 64-255 {unused.norm(dim=1).mean().item():.3f}")
@@ -219,7 +219,7 @@ scalings = {
 fixes = {}
 for name, scaling in scalings.items():
     scaled = copy.deepcopy(rope)
-    scaled.transformer.rope = posenc.RotaryEmbedding(head_dim, scaling=scaling, max_len=256)
+    scaled.transformer.position.rope = posenc.RotaryEmbedding(head_dim, scaling=scaling, max_len=256)
     fixes[name] = scaled
 
 # %%
