@@ -1,4 +1,4 @@
-"""posenc composes with the rest of PyTorch (SPEC.md, General rules).
+"""posenc composes with the rest of PyTorch (docs/dev/spec.md, General rules).
 
 ``torch.func`` transforms, the same bits on every execution path, meta-device initialisation
 followed by ``to_empty()`` and ``reset_parameters()``, and ``state_dict`` loading that refuses a

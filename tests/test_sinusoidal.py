@@ -22,7 +22,7 @@ FLOAT_DTYPES = [torch.float64, torch.float32, torch.float16, torch.bfloat16]
 
 def reference_table(length: int, dim: int, *, base: float = 10000.0, style: str = "interleaved",
                     offset: int = 0) -> torch.Tensor:
-    """The definitions of SPEC.md, written as plain float64 Python loops."""
+    """The definitions of docs/dev/spec.md, written as plain float64 Python loops."""
     n_sin = (dim + 1) // 2
     n = dim // 2
     rows = []

@@ -6,6 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
 opts=(-W --keep-going -n -q)
+# Sphinx runs quietly (-q); these lines, and one per gallery example that runs
+# (posenc_docs.report_progress), show progress.
+step() { echo "[$1/4 $(( $(date +%s) - start )) s] $2" >&2; }
 out=docs/_build
 
 # 0. sphinx-gallery re-runs an example when its own source changes, myst-nb a notebook when its
@@ -19,15 +22,20 @@ if [ "$(cat "$out/library.sha256" 2>/dev/null)" != "$library" ]; then
     find docs/auto_examples -name '*.py.md5' -delete 2>/dev/null || true
     rm -rf "$out/.jupyter_cache"
     echo "$library" > "$out/library.sha256"
+    echo "posenc/ changed since the last build: every example and notebook runs again" >&2
 fi
 # 1. Extract the English messages (this also runs the gallery examples that changed).
+step 1 "extracting messages; running the examples and notebooks that changed"
 sphinx-build -b gettext "${opts[@]}" -d "$out/doctrees/gettext" docs "$out/gettext"
 # 2. Every message (figure words included) must have a Chinese translation that is not fuzzy,
 #    and the translations must follow the glossary's terms and punctuation.
+step 2 "checking the Chinese catalogues"
 python tools/check_translations.py "$out/gettext" docs/locale/zh_CN/LC_MESSAGES
 python tools/lint_terms.py docs/locale/zh_CN/LC_MESSAGES
 # 3. One HTML tree per language, side by side.
+step 3 "writing the English pages"
 sphinx-build -b html "${opts[@]}" -d "$out/doctrees/en" docs "$out/html/en"
+step 4 "writing the Chinese pages (figures re-rendered in Chinese)"
 sphinx-build -b html "${opts[@]}" -D language=zh_CN -d "$out/doctrees/zh_CN" docs "$out/html/zh_CN"
 cp docs/_root/index.html "$out/html/index.html"
 touch "$out/html/.nojekyll"

@@ -2,7 +2,7 @@
 
 Usage: python tools/lint_terms.py [PO_DIR_OR_FILE ...]   (default: docs/locale/zh_CN/LC_MESSAGES)
 
-Checks every translated message against the project's glossary (GLOSSARY.md, the site's 术语表):
+Checks every translated message against the project's glossary (docs/dev/glossary.md, the site's 术语表):
 
 * forbidden renderings (calques and second renderings of a glossary term);
 * glossary terms: an English term in the source must appear in its one Chinese rendering;
@@ -85,6 +85,11 @@ TERMS: list[tuple[str, str]] = [
     (r"wavelengths?", "波长"),
     (r"long-range decay", "远程衰减"),
     (r"\bet al\.", "等"),
+    (r"sliding[- ]window", "滑动窗口"),
+    (r"context shift", "上下文平移"),
+    (r"attention sinks?", "注意力汇"),
+    (r"chunked prefill", "分块预填充"),
+    (r"document mask", "文档掩码"),
 ]
 
 #: Exact messages with a fixed rendering.
@@ -267,7 +272,7 @@ def main(argv: list[str]) -> int:
     for problem in problems:
         print(problem, file=sys.stderr)
     if problems:
-        print(f"lint_terms: {len(problems)} problem(s); terms and rules: GLOSSARY.md, the site's 术语表", file=sys.stderr)
+        print(f"lint_terms: {len(problems)} problem(s); terms and rules: docs/dev/glossary.md, the site's 术语表", file=sys.stderr)
         return 1
     return 0
 

@@ -95,6 +95,25 @@ def guard_missing_glyphs() -> None:
         mathtext.addFilter(_MathtextGlyphGuard())
 
 
+_EXAMPLE_STARTED: dict[str, float] = {}
+
+
+def report_progress(gallery_conf: dict[str, Any], fname: str, when: str) -> None:
+    """Print each gallery example as it runs, with its time (``make html`` runs Sphinx quietly).
+
+    A sphinx-gallery reset hook, called before and after each example; the time is wall-clock.
+    The line goes to the terminal only: timings never reach a page or a catalogue.
+    """
+    import sys
+    import time
+
+    if when == "before":
+        _EXAMPLE_STARTED[fname] = time.perf_counter()
+        return
+    seconds = time.perf_counter() - _EXAMPLE_STARTED.pop(fname, time.perf_counter())
+    print(f"  ran {fname} in {seconds:.1f} s", file=sys.stderr, flush=True)
+
+
 def reset_matplotlib(gallery_conf: dict[str, Any], fname: str) -> None:
     """Apply the site's matplotlib settings before and after each gallery example.
 
