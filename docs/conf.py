@@ -132,7 +132,14 @@ sphinx_gallery_conf = {
     "nested_sections": False,
     "filename_pattern": r"/plot_",
     "within_subsection_order": "FileNameSortKey",
-    "reset_modules": ("matplotlib", "posenc_docs.reset_matplotlib"),
+    # The overview lists the parts in the order of the top bar; the folders' numbers give their
+    # order of creation (Today's models came after Troubleshooting).
+    "subsection_order": [
+        f"../examples/{part}"
+        for part in ("01_foundations", "02_properties", "03_implementations", "04_variants", "05_comparisons",
+                     "06_beyond_sequences", "08_todays_models", "07_troubleshooting")
+    ],
+    "reset_modules": ("matplotlib", "posenc_docs.reset_matplotlib", "posenc_docs.report_progress"),
     # matplotlib's scraper, plus a pickle of each figure so that it can be re-rendered with its
     # words translated (docs/_ext/posenc_figures.py).
     "image_scrapers": ("posenc_figures.figure_scraper", "posenc_ledger.claims_scraper"),

@@ -30,7 +30,7 @@ from docutils import nodes
 from sphinx.util.docutils import SphinxDirective
 
 #: The verdicts a row may carry.
-VERDICTS = ("holds", "holds with conditions", "does not hold", "not testable here")
+VERDICTS = ("holds", "holds with conditions", "does not hold", "inconclusive", "not testable here")
 FIELDS = ("claim", "source", "measured", "verdict")
 
 

@@ -1,4 +1,4 @@
-"""The navigation follows the parts of the site (SITE.md, "Navigation"), not how pages are made."""
+"""The navigation follows the parts of the site (docs/dev/site-design.md, "Navigation"), not how pages are made."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 #: The parts that have pages, in the order of the top bar.
 PARTS = ("foundations", "properties", "implementations", "variants", "comparisons", "beyond_sequences",
-         "troubleshooting",
+         "todays_models", "troubleshooting",
          "reference")
 _TOCTREE = re.compile(r"```\{toctree\}\n(.*?)```", re.DOTALL)
 
@@ -59,7 +59,8 @@ def test_every_page_belongs_to_exactly_one_part() -> None:
 def test_examples_sit_in_the_gallery_folder_of_their_part() -> None:
     folders = {"foundations": "01_foundations", "properties": "02_properties",
                "implementations": "03_implementations", "variants": "04_variants",
-               "comparisons": "05_comparisons", "beyond_sequences": "06_beyond_sequences", "troubleshooting": "07_troubleshooting",
+               "comparisons": "05_comparisons", "beyond_sequences": "06_beyond_sequences", "todays_models": "08_todays_models",
+               "troubleshooting": "07_troubleshooting",
                "reference": None}
     for part in PARTS:
         for entry in _toctree_entries(DOCS / part / "index.md"):
