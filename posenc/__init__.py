@@ -9,6 +9,7 @@ from posenc.alibi import alibi_bias, alibi_slopes
 from posenc.cope import CoPE, cope_logits, cope_positions
 from posenc.graph import laplacian_pe, random_walk_pe
 from posenc.learned import LearnedPositionalEncoding, TokenEmbedding
+from posenc.mrope import mrope_axes, mrope_cos_sin, mrope_position_ids
 from posenc.multidim import VideoPositionalEncoding, sinusoidal_2d, sinusoidal_nd
 from posenc.relative import (
     RelativePositionEmbedding,
@@ -50,6 +51,9 @@ __all__ = [
     "permute_for_half_layout",
     "rope_cos_sin",
     "rope_inv_freq",
+    "mrope_axes",
+    "mrope_cos_sin",
+    "mrope_position_ids",
     "rope_report",
     "RopeReport",
     "LearnedPositionalEncoding",
