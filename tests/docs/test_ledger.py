@@ -17,7 +17,7 @@ import posenc_ledger  # noqa: E402
 
 GALLERY = ROOT / "docs" / "auto_examples"
 #: posenc_ledger.VERDICTS as the Chinese ledger shows them, in the same order.
-ZH_VERDICTS = ("成立", "有条件成立", "不成立", "本站无法检验")
+ZH_VERDICTS = ("成立", "有条件成立", "不成立", "无定论", "本站无法检验")
 ROW = re.compile(r"<tr[^>]*>(.*?)</tr>", re.DOTALL)
 CELL = re.compile(r"<td[^>]*>(.*?)</td>", re.DOTALL)
 TAG = re.compile(r"<[^>]+>")
