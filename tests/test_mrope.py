@@ -125,3 +125,41 @@ def test_bad_position_inputs() -> None:
         mrope_position_ids(types, grid, spatial_merge_size=2, attention_mask=torch.ones(1, 4))
     with pytest.raises(ValueError, match=r"attention_mask must have the shape of token_types \(1, 4\), got \(1, 3\)"):
         mrope_position_ids(types, grid, spatial_merge_size=2, attention_mask=torch.ones(1, 3, dtype=torch.long))
+
+
+def test_a_fully_padded_row_gets_zeros_and_no_offset() -> None:
+    token_types = torch.tensor([[0, 1, 0], [0, 0, 0]])
+    mask = torch.tensor([[1, 1, 1], [0, 0, 0]])
+    positions, deltas = mrope_position_ids(token_types, torch.tensor([[1, 1, 1]]), attention_mask=mask)
+    assert positions[:, 1].tolist() == [[0, 0, 0]] * 3
+    assert deltas.tolist() == [[0], [0]]
+
+
+def test_whole_messages_for_bad_sizes_and_videos() -> None:
+    # Anchored: the message is the whole message, names included.
+    with pytest.raises(ValueError, match=r"^dim must be a positive integer, got 0$"):
+        mrope_axes(0, [1, 1, 1])
+    with pytest.raises(TypeError, match=r"^dtype must be a floating-point dtype, got torch.int64$"):
+        mrope_cos_sin(torch.zeros(3, 1, 2, dtype=torch.long), 8, [2, 1, 1], dtype=torch.long)
+    with pytest.raises(ValueError, match=r"^interleaved sections \[3, 3, 4\] give the time axis 4 frequencies, not 3: "):
+        mrope_axes(20, [3, 3, 4], interleaved=True)
+    video = torch.tensor([[0, 2, 2, 0]])
+    with pytest.raises(ValueError, match=r"^spatial_merge_size must be a positive integer, got 0$"):
+        mrope_position_ids(video, spatial_merge_size=0)
+    with pytest.raises(TypeError, match=r"^video_grid_thw must have an integer dtype, got torch.float32$"):
+        mrope_position_ids(video, video_grid_thw=torch.ones(1, 3))
+    with pytest.raises(ValueError, match=r"^video_grid_thw heights and widths must be divisible by spatial_merge_size=2, "):
+        mrope_position_ids(video, video_grid_thw=torch.tensor([[2, 3, 2]]), spatial_merge_size=2)
+    with pytest.raises(ValueError, match=r"^row 0 has more video tokens than the grids given cover$"):
+        mrope_position_ids(video, video_grid_thw=torch.tensor([[1, 1, 1]]))
+    with pytest.raises(ValueError, match=r"^row 0: a run of 2 video tokens is shorter than the grid \[1, 1, 4\] "):
+        mrope_position_ids(video, video_grid_thw=torch.tensor([[1, 1, 4]]))
+    with pytest.raises(ValueError, match=r"^video_grid_thw has 2 grids, the token types use 1$"):
+        mrope_position_ids(video, video_grid_thw=torch.tensor([[2, 1, 1], [1, 1, 1]]))
+    with pytest.raises(TypeError, match=r"^attention_mask must be an integer or bool tensor \(1 = token, 0 = padding\)$"):
+        mrope_position_ids(video, video_grid_thw=torch.tensor([[2, 1, 1]]), attention_mask=torch.ones(1, 4))
+
+
+def test_tables_follow_the_positions_device_by_default() -> None:
+    cos, sin = mrope_cos_sin(torch.zeros(3, 1, 4, dtype=torch.long, device="meta"), 8, [2, 1, 1])
+    assert cos.device.type == sin.device.type == "meta" and cos.shape == (1, 4, 8)

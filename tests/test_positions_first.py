@@ -182,8 +182,9 @@ def test_offset_and_positions_together_are_refused() -> None:
             module(x, offset=1, positions=torch.arange(3)[None])
 
 
-@pytest.mark.parametrize("module", [SinusoidalPositionalEncoding(8), LearnedPositionalEncoding(8, 4)])
-def test_bad_token_positions_are_refused(module) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("make", [lambda: SinusoidalPositionalEncoding(8), lambda: LearnedPositionalEncoding(8, 4)])
+def test_bad_token_positions_are_refused(make) -> None:  # type: ignore[no-untyped-def]
+    module = make()  # a new one: the test changes batch_first
     x = torch.zeros(2, 3, 8)
     with pytest.raises(TypeError, match="positions must have an integer dtype, got torch.float32"):
         module(x, positions=torch.zeros(2, 3))
@@ -212,3 +213,21 @@ def test_positions_keep_their_device_and_lengths_use_the_argument() -> None:
     meta = torch.arange(3, device="meta")
     assert relative_position_indices(meta, meta, 2).device.type == "meta"
     assert math.isclose(float(alibi_bias(HEADS, Q_POS, K_POS).abs().max()), 11 * 2 ** -2)
+
+
+def test_leading_dimensions_broadcast_like_tensors() -> None:
+    # Two batch axes each way: the result takes their broadcast shape.
+    q = torch.arange(8).view(1, 2, 4)
+    k = torch.arange(15).view(3, 1, 5)
+    assert alibi_bias(HEADS, q, k).shape == (3, 2, HEADS, 4, 5)
+    q, k = torch.arange(6).view(2, 1, 3), torch.arange(20).view(1, 4, 5)
+    assert relative_position_indices(q, k, 2).shape == (2, 4, 3, 5)
+
+
+def test_whole_messages_for_bad_lengths_and_devices() -> None:
+    with pytest.raises(ValueError, match=r"^q_len must be a positive integer, got 0$"):
+        alibi_bias(HEADS, 0)
+    with pytest.raises(ValueError, match=r"^k_len must be a positive integer, got -1$"):
+        relative_position_indices(2, -1, 2)
+    with pytest.raises(ValueError, match=r"^query positions are on meta, key positions on cpu$"):
+        alibi_bias(HEADS, torch.arange(3, device="meta"), torch.arange(3))
