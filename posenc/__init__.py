@@ -10,6 +10,7 @@ from posenc.cope import CoPE, cope_logits, cope_positions
 from posenc.graph import laplacian_pe, random_walk_pe
 from posenc.learned import LearnedPositionalEncoding, TokenEmbedding
 from posenc.mrope import mrope_axes, mrope_cos_sin, mrope_position_ids
+from posenc.temperature import attention_temperature
 from posenc.multidim import VideoPositionalEncoding, sinusoidal_2d, sinusoidal_nd
 from posenc.relative import (
     RelativePositionEmbedding,
@@ -54,6 +55,7 @@ __all__ = [
     "mrope_axes",
     "mrope_cos_sin",
     "mrope_position_ids",
+    "attention_temperature",
     "rope_report",
     "RopeReport",
     "LearnedPositionalEncoding",
