@@ -290,24 +290,34 @@ SCRIPTS = Path(__file__).resolve().parent.parent / "_static" / "explorers"
 
 
 def _scripts_changed(app: Any, env: Any, added: set, changed: set, removed: set) -> list[str]:
-    """Every page lists the explorer scripts (with a checksum): re-write all when they change."""
-    digest = hashlib.sha256(
-        json.dumps(LABELS).encode() + b"".join(p.read_bytes() for p in sorted(SCRIPTS.glob("*.js")))
-    ).hexdigest()
+    """Re-write every page when the explorer scripts, their labels or this extension change."""
+    # This file too: it decides which pages load which scripts.
+    sources = [Path(__file__), *sorted(SCRIPTS.glob("*.js"))]
+    digest = hashlib.sha256(json.dumps(LABELS).encode() + b"".join(p.read_bytes() for p in sources)).hexdigest()
     if getattr(env, "posenc_explorer_scripts", None) == digest:
         return []
     env.posenc_explorer_scripts = digest
     return sorted(env.found_docs)
 
 
+def _add_scripts_to_explorer_pages(app: Any, pagename: str, templatename: str, context: dict, doctree: Any) -> None:
+    """Give a page the explorer scripts it shows, and no others (Sphinx adds them to this page only)."""
+    if doctree is None:
+        return
+    names = sorted({node["name"] for node in doctree.findall(explorer)})
+    if not names:
+        return
+    # Deferred scripts run in order: the shared kit first.
+    app.add_js_file("explorers/kit.js", defer="defer")
+    for name in names:
+        app.add_js_file(f"explorers/{name}.js", defer="defer")
+    app.add_css_file("explorers/explorers.css")
+
+
 def setup(app: Any) -> dict[str, Any]:
     app.add_node(explorer, html=(_visit_explorer_html, None))
     app.add_directive("posenc-explorer", ExplorerDirective)
-    # Deferred scripts run in order: the shared kit first.
-    app.add_js_file("explorers/kit.js", defer="defer")
-    for name in LABELS:
-        app.add_js_file(f"explorers/{name}.js", defer="defer")
-    app.add_css_file("explorers/explorers.css")
+    app.connect("html-page-context", _add_scripts_to_explorer_pages)
     app.connect("builder-inited", _write_references)
     app.connect("env-get-outdated", _scripts_changed)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
