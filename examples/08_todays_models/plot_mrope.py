@@ -125,7 +125,7 @@ assignment, across = {}, {}
 print(f"{'':>9}{'axis':>7}{'freqs':>6}{'shortest':>11}{'longest':>12}  angle across the image (rad)")
 for model, cfg in MODELS.items():
     axis_of = posenc.mrope_axes(DIM, cfg["sections"], interleaved=cfg["interleaved"])
-    theta = cfg["base"] ** (-torch.arange(0, DIM, 2, dtype=torch.float64) / DIM)
+    theta, _ = posenc.rope_inv_freq(DIM, base=cfg["base"], dtype=torch.float64)  # (DIM // 2,)
     assignment[model] = (axis_of, 2 * math.pi / theta)
     for a, name in enumerate(AXES):
         mine = theta[axis_of == a]

@@ -236,8 +236,7 @@ def streamed(sinks):
 with torch.no_grad():  # recompute: the first WINDOW predictions in one pass, then a pass per window
     first = model(stream[:, :WINDOW])
     windows = stream[:, :LENGTH].unfold(1, WINDOW + 1, 1).reshape(-1, WINDOW + 1)
-    last = torch.cat([model.transformer(chunk)[:, -1] for chunk in windows.split(512)])
-    later = (last @ model.transformer.embed.weight.T).view(STREAMS, -1, first.shape[-1])
+    later = torch.cat([model(chunk)[:, -1] for chunk in windows.split(512)]).view(STREAMS, -1, first.shape[-1])
 stream_losses = {"window only": streamed(0), f"{SINKS} sinks + window": streamed(SINKS),
                  "recompute": loss_of(torch.cat([first, later], dim=1), stream[:, 1:])}
 after_eviction = {name: losses[:, WINDOW + 1:].mean(dim=1) for name, losses in stream_losses.items()}

@@ -103,12 +103,10 @@ class PositionEncoding(nn.Module):
         return keys
 
 
-class SinusoidalEncoding(PositionEncoding):
-    """Vaswani et al.'s fixed table, added to the token embeddings."""
+class _TableEncoding(PositionEncoding):
+    """An absolute table added to the token embeddings; subclasses create ``self.table``."""
 
-    def __init__(self, config: TransformerConfig) -> None:
-        super().__init__(config)
-        self.table = SinusoidalPositionalEncoding(config.dim, max_len=config.max_len)
+    table: nn.Module
 
     def embed(self, x: torch.Tensor, q_pos: torch.Tensor, explicit: bool) -> torch.Tensor:
         return self.table(x, positions=q_pos) if explicit else self.table(x)
@@ -120,11 +118,19 @@ class SinusoidalEncoding(PositionEncoding):
         )
 
 
-class LearnedEncoding(SinusoidalEncoding):
+class SinusoidalEncoding(_TableEncoding):
+    """Vaswani et al.'s fixed table, added to the token embeddings."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__(config)
+        self.table = SinusoidalPositionalEncoding(config.dim, max_len=config.max_len)
+
+
+class LearnedEncoding(_TableEncoding):
     """A trained table of ``max_len`` rows, added to the token embeddings."""
 
     def __init__(self, config: TransformerConfig) -> None:
-        PositionEncoding.__init__(self, config)
+        super().__init__(config)
         self.table = LearnedPositionalEncoding(config.dim, config.max_len)
 
 

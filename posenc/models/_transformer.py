@@ -62,8 +62,8 @@ class KVCache:
             If the span is empty or reaches past the cache.
         """
         self._check_span(start, count)
-        keep = torch.cat([torch.arange(start), torch.arange(start + count, len(self))])
-        self._keep(keep.to(self.positions.device), self.positions.index_select(1, keep.to(self.positions.device)))
+        self.keys, self.values = _without(self.keys, start, count), _without(self.values, start, count)
+        self.positions = _without([self.positions], start, count, axis=1)[0]
 
     def _check_span(self, start: int, count: int) -> None:
         start, count = check_nonnegative_int("start", start), check_positive_int("count", count)
@@ -71,12 +71,6 @@ class KVCache:
             raise ValueError(
                 f"tokens {start} … {start + count - 1} reach past the cache, which holds {len(self)}"
             )
-
-    def _keep(self, index: torch.Tensor, positions: torch.Tensor) -> None:
-        """Keep the cached tokens at ``index`` (cache order), with new ``positions``."""
-        self.keys = [k.index_select(2, index.to(k.device)) for k in self.keys]
-        self.values = [v.index_select(2, index.to(v.device)) for v in self.values]
-        self.positions = positions
 
     def _extend(self, layer: int, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if layer == len(self.keys):
@@ -86,6 +80,12 @@ class KVCache:
             self.keys[layer] = torch.cat([self.keys[layer], keys], dim=2)
             self.values[layer] = torch.cat([self.values[layer], values], dim=2)
         return self.keys[layer], self.values[layer]
+
+
+def _without(tensors: list[torch.Tensor], start: int, count: int, axis: int = 2) -> list[torch.Tensor]:
+    """Each tensor without entries ``start … start + count - 1`` along ``axis`` (the tokens)."""
+    end = start + count
+    return [torch.cat([t.narrow(axis, 0, start), t.narrow(axis, end, t.shape[axis] - end)], dim=axis) for t in tensors]
 
 
 class Attention(nn.Module):
@@ -277,12 +277,12 @@ class Transformer(nn.Module):
         if not isinstance(cache, KVCache):
             raise TypeError(f"cache must be a posenc.models.KVCache, got {type(cache).__name__}")
         cache._check_span(start, count)
-        later = torch.arange(start + count, len(cache), device=cache.positions.device)
-        moved = [self.position.shift_keys(k[:, :, start + count:], -count) for k in cache.keys]
-        keep = torch.cat([torch.arange(start, device=later.device), later])
-        positions = torch.cat([cache.positions[:, :start], cache.positions[:, start + count:] - count], dim=1)
-        cache._keep(keep, positions)
-        cache.keys = [torch.cat([k[:, :, :start], m], dim=2) for k, m in zip(cache.keys, moved)]
+        end = start + count
+        # Every key is moved before the cache changes: an encoding that refuses leaves it whole.
+        keys = [torch.cat([k[:, :, :start], self.position.shift_keys(k[:, :, end:], -count)], dim=2)
+                for k in cache.keys]
+        cache.keys, cache.values = keys, _without(cache.values, start, count)
+        cache.positions = torch.cat([cache.positions[:, :start], cache.positions[:, end:] - count], dim=1)
 
     def stream_cache(self, cache: KVCache, *, window: int, sinks: int = 0) -> None:
         """StreamingLLM: keep the first ``sinks`` tokens and the most recent ones, ``window`` in all.
