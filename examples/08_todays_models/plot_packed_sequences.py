@@ -18,7 +18,7 @@ a learned position table.
 # * **cu_seqlens** (flash-attn's ``flash_attn_varlen_func``): the cumulative lengths, an int32
 #   tensor of ``n_docs + 1`` entries that starts at 0 and ends at the pack's length.
 # * **position_ids that restart at 0** in each document, of shape ``(1, total)``, as
-#   transformers' ``DataCollatorWithFlattening`` writes them (it also sets the label of each
+#   transformers 5.24's ``DataCollatorWithFlattening`` writes them (it also sets the label of each
 #   document's first token to ``-100``, so that no document is asked to predict the next one).
 #
 # :func:`posenc.packed_position_ids` turns the first into the second,
@@ -28,6 +28,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from torch.nn import functional as F
+from transformers.masking_utils import find_packed_sequence_indices
 
 import posenc
 from posenc.models import CausalLM, TransformerConfig, next_token_loss, stdlib_corpus, train
@@ -45,12 +46,17 @@ print(f"cu_seqlens of 0 ... 13  {counting.tolist()}")
 
 # %%
 # The last line matters: a document starts wherever the positions restart at 0, so positions
-# that keep counting describe *one* document of 14 tokens. transformers reads a pack the same
-# way when it gets no attention mask: its flash-attention path, unless the collator also passes
-# ``cu_seq_lens_q`` and ``cu_seq_lens_k`` (``return_flash_attn_kwargs=True``), builds them from
+# that keep counting describe *one* document of 14 tokens. transformers 5.24 reads a pack the
+# same way when it gets no attention mask: its flash-attention path, unless the collator also
+# passes ``cu_seq_lens_q`` and ``cu_seq_lens_k`` (``return_flash_attn_kwargs=True``), builds them from
 # the position ids (``prepare_fa_kwargs_from_position_ids``); its other attention paths split
-# the row where the position ids stop counting up by 1 (``find_packed_sequence_indices``).
-#
+# the row where the position ids stop counting up by 1 (``find_packed_sequence_indices``). For
+# counting positions the latter finds no document boundary at all (``None``), so no mask:
+restarted_docs = find_packed_sequence_indices(small_positions)[0].tolist()
+print("transformers' documents, restarted positions:", restarted_docs)
+print("transformers' documents, counting positions: ", find_packed_sequence_indices(torch.arange(14)[None]))
+
+# %%
 # In a causal model, token :math:`i` may attend to token :math:`j` when both belong to the same
 # document and :math:`j \le i`. A plain causal mask would also allow the earlier documents (grey).
 mask = posenc.document_mask(small, causal=True)  # bool (total, total), True = allowed
@@ -249,7 +255,7 @@ print("all checks passed")
 # * A missing mask breaks every encoding. Without the mask, restarted positions hurt RoPE and
 #   ALiBi more than counting ones: they put earlier documents at negative distances, which
 #   causal training never shows.
-# * In transformers, without an attention mask (or the collator's ``cu_seq_lens``) the document
+# * In transformers 5.24, without an attention mask (or the collator's ``cu_seq_lens``) the document
 #   boundaries are read from the position ids, so there counting positions remove the mask too.
 
 # %%

@@ -236,7 +236,8 @@ def streamed(sinks):
 with torch.no_grad():  # recompute: the first WINDOW predictions in one pass, then a pass per window
     first = model(stream[:, :WINDOW])
     windows = stream[:, :LENGTH].unfold(1, WINDOW + 1, 1).reshape(-1, WINDOW + 1)
-    later = torch.cat([model(chunk)[:, -1] for chunk in windows.split(512)]).view(STREAMS, -1, first.shape[-1])
+    later = torch.cat([model(chunk)[:, -1] for chunk in windows.split(512)])  # (STREAMS * n, vocab)
+    later = later.view(STREAMS, -1, first.shape[-1])
 stream_losses = {"window only": streamed(0), f"{SINKS} sinks + window": streamed(SINKS),
                  "recompute": loss_of(torch.cat([first, later], dim=1), stream[:, 1:])}
 after_eviction = {name: losses[:, WINDOW + 1:].mean(dim=1) for name, losses in stream_losses.items()}
@@ -283,10 +284,10 @@ torch.set_num_threads(previous_threads)
 # * Keeping the true positions cost more than the shift here, where it put the kept initial
 #   characters at distances longer than any seen in training.
 # * This small model has no attention sink and loses nothing to window attention, so whether
-#   sinks recover that loss is inconclusive here: there was no loss to recover. Users report degraded output after llama.cpp
-#   context shifts in large models (issue #6002, where slaren answered that some loss of quality
-#   after a shift is not entirely unexpected; #12357, Gemma 3, where ggerganov suspected its
-#   sliding-window caches); this page did not test such models.
+#   sinks recover that loss is inconclusive here: there was no loss to recover. Users report
+#   degraded output after llama.cpp context shifts in large models (issue #6002, where slaren
+#   answered that some loss of quality after a shift is not entirely unexpected; #12357, Gemma 3,
+#   where ggerganov suspected its sliding-window caches); this page did not test such models.
 
 # %%
 # Claims tested here
