@@ -43,6 +43,7 @@ class AttentionContext(NamedTuple):
     """What the attention of every layer needs, computed once per forward pass."""
 
     mask: torch.Tensor | None  # (batch or 1, 1, q, k) bool, True where a key is hidden
+    window_mask: torch.Tensor | None  # the same for sliding-window layers (None if no layer slides)
     bias: torch.Tensor | None  # broadcastable to (batch, heads, q, k): T5, ALiBi
     shared: Any  # the encoding's per-pass data (Transformer-XL's relative table), or None
     q_pos: torch.Tensor  # (batch or 1, q) integer positions of the new tokens
@@ -82,8 +83,10 @@ class PositionEncoding(nn.Module):
         """Token embeddings ``(batch, seq, dim)`` with the positions added, if any."""
         return x
 
-    def rotate(self, q: torch.Tensor, k: torch.Tensor, context: AttentionContext) -> tuple[torch.Tensor, torch.Tensor]:
-        """Queries and keys ``(batch, heads, q, head_dim)`` of the new tokens, rotated if any."""
+    def rotate(
+        self, q: torch.Tensor, k: torch.Tensor, context: AttentionContext, layer: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Queries and keys ``(batch, heads, q, head_dim)`` of the new tokens in ``layer``, rotated if any."""
         return q, k
 
     def bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor, explicit: bool, like: torch.Tensor) -> torch.Tensor | None:
@@ -94,8 +97,8 @@ class PositionEncoding(nn.Module):
         """Data every layer's part reads in this pass, or ``None``."""
         return None
 
-    def shift_keys(self, keys: torch.Tensor, shift: int) -> torch.Tensor:
-        """Cached keys ``(batch, heads, k, head_dim)`` moved by ``shift`` positions.
+    def shift_keys(self, keys: torch.Tensor, shift: int, layer: int) -> torch.Tensor:
+        """Cached keys ``(batch, heads, k, head_dim)`` of ``layer`` moved by ``shift`` positions.
 
         Keys that carry no position (the position enters at scoring time, from the positions the
         cache keeps) stay as they are.
@@ -111,7 +114,7 @@ class _TableEncoding(PositionEncoding):
     def embed(self, x: torch.Tensor, q_pos: torch.Tensor, explicit: bool) -> torch.Tensor:
         return self.table(x, positions=q_pos) if explicit else self.table(x)
 
-    def shift_keys(self, keys: torch.Tensor, shift: int) -> torch.Tensor:
+    def shift_keys(self, keys: torch.Tensor, shift: int, layer: int) -> torch.Tensor:
         raise ValueError(
             "the cached keys of every layer were computed from inputs that carry absolute positions; "
             "a context shift cannot move them (recompute the kept tokens instead)"
@@ -242,33 +245,59 @@ class T5Encoding(PositionEncoding):
 
 
 class RopeEncoding(PositionEncoding):
-    """Rotary embedding of queries and keys (keys are cached rotated)."""
+    """Rotary embedding of queries and keys (keys are cached rotated).
+
+    Every rotated layer shares ``self.rope``, except that with ``config.local_rope_base`` the
+    sliding-window layers share ``self.local_rope`` instead; the layers in ``config.nope_layers``
+    do not rotate.
+    """
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__(config)
-        self.rope = RotaryEmbedding(
-            config.head_dim,
-            base=config.rope_base,
-            scaling=config.rope_scaling,
-            layout=config.rope_layout,
-            max_len=config.max_len,
-        )
+        self.rope = self._rotary(config, config.rope_base, config.rope_scaling)
+        self.local_rope = None
+        if config.local_rope_base is not None:
+            self.local_rope = self._rotary(config, config.local_rope_base, config.local_rope_scaling)
+        # Which rotary each layer uses: "rope", "local_rope" or None (a NoPE layer).
+        self.layer_rotary: list[str | None] = [
+            None if layer in config.nope_layers
+            else "local_rope" if kind == "sliding_attention" and self.local_rope is not None
+            else "rope"
+            for layer, kind in enumerate(config.attention_kinds)
+        ]
 
-    def rotate(self, q: torch.Tensor, k: torch.Tensor, context: AttentionContext) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.rope(q, k, positions=context.q_pos) if context.explicit else self.rope(q, k)
+    @staticmethod
+    def _rotary(config: TransformerConfig, base: float, scaling: dict | None) -> RotaryEmbedding:
+        return RotaryEmbedding(config.head_dim, base=base, scaling=scaling, layout=config.rope_layout,
+                               max_len=config.max_len)
 
-    def shift_keys(self, keys: torch.Tensor, shift: int) -> torch.Tensor:
+    def _rotary_of(self, layer: int) -> RotaryEmbedding | None:
+        name = self.layer_rotary[layer]
+        return None if name is None else getattr(self, name)
+
+    def rotate(
+        self, q: torch.Tensor, k: torch.Tensor, context: AttentionContext, layer: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        rope = self._rotary_of(layer)
+        if rope is None:
+            return q, k
+        return rope(q, k, positions=context.q_pos) if context.explicit else rope(q, k)
+
+    def shift_keys(self, keys: torch.Tensor, shift: int, layer: int) -> torch.Tensor:
         # R(p + s) = R(s) R(p): rotating a key cached at p by the angles of s places it at p + s.
         # The cached key carries the attention factor already, so R(s) is the bare rotation.
-        scaling = self.rope.scaling
+        rope = self._rotary_of(layer)
+        if rope is None:
+            return keys  # a NoPE layer's keys carry no position
+        scaling = rope.scaling
         if scaling.length_threshold is not None:
             raise ValueError(
                 f"{scaling.rope_type!r} scaling changes the frequencies with the sequence length; cached "
                 "keys cannot be re-rotated by a shift"
             )
         angles = shift * scaling.inv_freq(None, keys.device)[None]  # (1, rotary_dim // 2) float64: one position
-        cos, sin = _cos_sin_of_angles(angles, 1.0, self.rope.layout, keys.dtype)
-        return apply_rope(keys, cos, sin, layout=self.rope.layout)
+        cos, sin = _cos_sin_of_angles(angles, 1.0, rope.layout, keys.dtype)
+        return apply_rope(keys, cos, sin, layout=rope.layout)
 
 
 class AlibiEncoding(PositionEncoding):

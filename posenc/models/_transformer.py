@@ -99,11 +99,15 @@ class Attention(nn.Module):
     ----------
     config : TransformerConfig
         Model configuration.
+    layer : int, optional
+        Index of the layer: it selects the layer's attention kind (``config.attention_kinds``)
+        and, for RoPE, its rotary embedding.
     """
 
-    def __init__(self, config: TransformerConfig) -> None:
+    def __init__(self, config: TransformerConfig, layer: int = 0) -> None:
         super().__init__()
         self.num_heads, self.head_dim = config.num_heads, config.head_dim
+        self.layer, self.sliding = layer, config.attention_kinds[layer] == "sliding_attention"
         self.qkv = nn.Linear(config.dim, 3 * config.dim)
         self.proj = nn.Linear(config.dim, config.dim)
         self.drop = nn.Dropout(config.dropout)
@@ -133,16 +137,17 @@ class Attention(nn.Module):
         batch, seq, _ = x.shape
         # (batch, seq, 3 * dim) -> (batch, seq, 3, heads, head_dim) -> (3, batch, heads, seq, head_dim)
         q, k, values = self.qkv(x).view(batch, seq, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        q, k = context.encoding.rotate(q, k, context)
+        q, k = context.encoding.rotate(q, k, context, self.layer)
         if cache is not None:
             k, values = cache[0]._extend(cache[1], k, values)
         logits = self.position.logits(q, k, context) / math.sqrt(self.head_dim)  # (batch, heads, seq, k)
         if context.bias is not None:
             logits = logits + context.bias
-        if context.mask is not None:
+        mask = context.window_mask if self.sliding else context.mask
+        if mask is not None:
             # The most negative float rather than -inf: a padding query whose keys are all hidden
             # gets a uniform (unused) row instead of NaN; exp() of it is exactly 0 otherwise.
-            logits = logits.masked_fill(context.mask, torch.finfo(logits.dtype).min)
+            logits = logits.masked_fill(mask, torch.finfo(logits.dtype).min)
         return self.position.after_mask(q, logits), values
 
     def forward(
@@ -172,10 +177,10 @@ class Attention(nn.Module):
 
 
 class _Block(nn.Module):
-    def __init__(self, config: TransformerConfig) -> None:
+    def __init__(self, config: TransformerConfig, layer: int) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(config.dim)
-        self.attn = Attention(config)
+        self.attn = Attention(config, layer)
         self.norm2 = nn.LayerNorm(config.dim)
         self.ff = nn.Sequential(
             nn.Linear(config.dim, config.ff_mult * config.dim),
@@ -216,6 +221,11 @@ class Transformer(nn.Module):
     :math:`i - j` for all pairs (as XLNet's bidirectional attention), and ``"alibi"`` uses
     :math:`-m\lvert i - j\rvert` both ways.
 
+    Layers may differ, as in current models: ``config.layer_types`` makes some layers attend
+    within ``sliding_window`` only (Gemma 2 and 3, GPT-OSS); with RoPE, ``local_rope_base`` gives
+    those layers their own base and scaling (Gemma 3), and ``nope_layers`` leaves some layers
+    unrotated (Llama 4, Command A).
+
     The encoding's parameters live in ``transformer.position`` (model-wide: a table, T5's biases, RoPE's
     cache) and in each layer's ``attn.position`` (Shaw's tables, Transformer-XL's projection and
     biases, CoPE's table).
@@ -240,7 +250,7 @@ class Transformer(nn.Module):
         self.config = config
         self.embed = TokenEmbedding(config.vocab_size, config.dim)
         self.drop = nn.Dropout(config.dropout)
-        self.blocks = nn.ModuleList(_Block(config) for _ in range(config.num_layers))
+        self.blocks = nn.ModuleList(_Block(config, layer) for layer in range(config.num_layers))
         self.norm = nn.LayerNorm(config.dim)
         # Position parameters come last, after every shared weight has drawn its random numbers:
         # with the same seed, models that differ in ``position`` share their other initial weights.
@@ -279,8 +289,8 @@ class Transformer(nn.Module):
         cache._check_span(start, count)
         end = start + count
         # Every key is moved before the cache changes: an encoding that refuses leaves it whole.
-        keys = [torch.cat([k[:, :, :start], self.position.shift_keys(k[:, :, end:], -count)], dim=2)
-                for k in cache.keys]
+        keys = [torch.cat([k[:, :, :start], self.position.shift_keys(k[:, :, end:], -count, layer)], dim=2)
+                for layer, k in enumerate(cache.keys)]
         cache.keys, cache.values = keys, _without(cache.values, start, count)
         cache.positions = torch.cat([cache.positions[:, :start], cache.positions[:, end:] - count], dim=1)
 
@@ -342,17 +352,12 @@ class Transformer(nn.Module):
         self, q_pos: torch.Tensor, k_pos: torch.Tensor, attention_mask: torch.Tensor | None,
         document_mask: torch.Tensor | None, device: torch.device,
     ) -> torch.Tensor | None:
-        """``(batch or 1, 1, seq, keys)`` bool, True where a query may not see a key; or ``None``."""
+        """``(batch or 1, 1, seq, keys)`` bool, True where a query may not see a key; or ``None``.
+
+        Without the sliding window, which :meth:`_window` adds for the sliding layers.
+        """
         seq, keys = q_pos.shape[1], k_pos.shape[1]
         hidden = None
-        window = self.config.sliding_window
-        if window is not None:
-            # Key j is visible to query i when j > i - window: the window keys up to the query
-            # (transformers' sliding_window_overlay), counted in positions.
-            distance = q_pos[:, :, None] - k_pos[:, None, :]  # (batch or 1, seq, keys)
-            if not self.config.causal:
-                distance = distance.abs()  # an encoder's window reaches both ways
-            hidden = (distance >= window)[:, None]
         if self.config.causal:
             # Query t of this call is token keys - seq + t; it sees the keys up to itself.
             query_index = torch.arange(keys - seq, keys, device=device)
@@ -367,13 +372,27 @@ class Transformer(nn.Module):
             hidden = other if hidden is None else hidden | other
         return hidden
 
+    def _window(self, q_pos: torch.Tensor, k_pos: torch.Tensor, hidden: torch.Tensor | None) -> torch.Tensor | None:
+        """``hidden`` with the keys outside the sliding window hidden too; ``None`` if no layer slides."""
+        if "sliding_attention" not in self.config.attention_kinds:
+            return None
+        # Key j is visible to query i when j > i - window: the window keys up to the query
+        # (transformers' sliding_window_overlay), counted in positions.
+        distance = q_pos[:, :, None] - k_pos[:, None, :]  # (batch or 1, seq, keys)
+        if not self.config.causal:
+            distance = distance.abs()  # an encoder's window reaches both ways
+        outside = (distance >= self.config.sliding_window)[:, None]  # (batch or 1, 1, seq, keys)
+        return outside if hidden is None else hidden | outside
+
     def _context(
         self, x: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor, explicit: bool,
         attention_mask: torch.Tensor | None = None, document_mask: torch.Tensor | None = None,
     ) -> AttentionContext:
         """What every layer reads in this pass; ``x`` gives the dtype and device."""
+        mask = self._hidden_keys(q_pos, k_pos, attention_mask, document_mask, x.device)
         return AttentionContext(
-            mask=self._hidden_keys(q_pos, k_pos, attention_mask, document_mask, x.device),
+            mask=mask,
+            window_mask=self._window(q_pos, k_pos, mask),
             bias=self.position.bias(q_pos, k_pos, explicit, x),
             shared=self.position.shared(q_pos, explicit, x),
             q_pos=q_pos,
