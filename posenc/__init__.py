@@ -9,6 +9,7 @@ from posenc.alibi import alibi_bias, alibi_slopes
 from posenc.cope import CoPE, cope_logits, cope_positions
 from posenc.graph import laplacian_pe, random_walk_pe
 from posenc.learned import LearnedPositionalEncoding, TokenEmbedding
+from posenc.mla import mla_permute_for_half_layout, mla_rope, mla_softmax_scale
 from posenc.mrope import mrope_axes, mrope_cos_sin, mrope_position_ids
 from posenc.temperature import attention_temperature
 from posenc.multidim import VideoPositionalEncoding, sinusoidal_2d, sinusoidal_nd
@@ -52,6 +53,9 @@ __all__ = [
     "permute_for_half_layout",
     "rope_cos_sin",
     "rope_inv_freq",
+    "mla_permute_for_half_layout",
+    "mla_rope",
+    "mla_softmax_scale",
     "mrope_axes",
     "mrope_cos_sin",
     "mrope_position_ids",

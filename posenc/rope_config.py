@@ -21,7 +21,8 @@ import torch
 
 from posenc._checks import check_positive_float
 from posenc._config_reading import ModelRope, read_config
-from posenc._rope_scaling import COMMON_KEYS, SCALING_TYPES, RopeScaling, parse_scaling, yarn_mscale
+from posenc._rope_scaling import COMMON_KEYS, SCALING_TYPES, RopeScaling, parse_scaling
+from posenc.mla import _softmax_mscale, mla_softmax_scale
 
 __all__ = ["LayerGroup", "RopeReport", "RopeScheme", "rope_report"]
 
@@ -403,13 +404,13 @@ def _softmax_scale(model: ModelRope, main: RopeScheme) -> tuple[float, str]:
         return float(scalar) ** -0.5, f"query_pre_attn_scalar ** -0.5 ({scalar})"
     if model.softmax_scale_rule == "mla":
         params = main.parameters
-        mscale_all_dim = params.get("mscale_all_dim") or 0
-        if main.rope_type != "default" and mscale_all_dim:
-            m = yarn_mscale(float(params["factor"]), float(mscale_all_dim))
-            return (width ** -0.5) * m * m, (
+        scale = mla_softmax_scale(width, scaling=params)
+        if params.get("mscale_all_dim"):
+            m = _softmax_mscale(params)
+            return scale, (
                 f"(qk_nope_head_dim + qk_rope_head_dim) ** -0.5 x mscale**2 ({width}, mscale {m:.6g} "
-                f"from factor {params['factor']:g} and mscale_all_dim {mscale_all_dim:g})")
-        return width ** -0.5, f"(qk_nope_head_dim + qk_rope_head_dim) ** -0.5 ({width})"
+                f"from factor {main.factor:g} and mscale_all_dim {params['mscale_all_dim']:g})")
+        return scale, f"(qk_nope_head_dim + qk_rope_head_dim) ** -0.5 ({width})"
     return width ** -0.5, f"head_dim ** -0.5 ({width})"
 
 

@@ -46,6 +46,12 @@ SPEC = {
         "laplacian_pe": ["edge_index", "num_nodes", "k"],
         "random_walk_pe": ["edge_index", "num_nodes", "walk_length"],
         "CoPE": ["head_dim", "max_pos"],
+        "mrope_cos_sin": ["position_ids", "dim", "sections", "base", "interleaved", "dtype", "device"],
+        "mrope_position_ids": ["token_types", "image_grid_thw", "video_grid_thw", "spatial_merge_size"],
+        "attention_temperature": ["positions", "floor_scale", "attn_scale", "dtype"],
+        "mla_softmax_scale": ["qk_head_dim", "scaling"],
+        "mla_rope": ["q", "k_pe", "cos", "sin", "interleaved"],
+        "mla_permute_for_half_layout": ["weight", "num_heads", "rope_dim"],
     },
     posenc.numpy: {
         "sinusoidal_table_loop": ["length", "dim", "base"],
@@ -59,7 +65,11 @@ SPEC = {
         "collisions": ["length", "dim", "dtype"],
         "check_table": ["pe"],
     },
-    posenc.models: {"Transformer": ["config"], "TransformerConfig": ["position", "sliding_window"]},
+    posenc.models: {
+        "Transformer": ["config"],
+        "TransformerConfig": ["position", "sliding_window", "layer_types", "local_rope_base", "local_rope_scaling",
+                              "nope_layers"],
+    },
 }
 FORWARD = {
     "SinusoidalPositionalEncoding": ["x", "offset", "positions"],
