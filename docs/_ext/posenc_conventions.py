@@ -1,6 +1,6 @@
 """The conventions table: which library uses which layout, frequencies, position origin and precision.
 
-Every row is data (:data:`ROWS`) and names the conformance tests that establish what it says, as
+Every row is data (``docs/conventions.toml``, read into :data:`ROWS`) and names the conformance tests that establish what it says, as
 ``tests/conformance/<file>.py::<test>``. A cell states only what those tests show; where no test
 checks a column it says "not checked", and "—" means the column does not apply (or, in the
 *docs* column, that no test shows a disagreement). A library with no conformance test here gets a
@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 import importlib.metadata
 import re
+import tomllib
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -41,20 +42,6 @@ CONFORMANCE = ROOT / "tests" / "conformance"
 #: The page that shows the conformance tests' source (``conformance-source``).
 CONFORMANCE_DOC = "reference/conformance"
 
-#: The libraries the issue asks about; each must have a row (checked or not).
-LIBRARIES = (
-    "Hugging Face transformers",
-    "timm",
-    "MAE",
-    "x-transformers",
-    "rotary-embedding-torch",
-    "positional-encodings",
-    "PyG",
-    "torchtune",
-    "Meta's reference code",
-    "PyTorch tutorial",
-)
-
 #: Groups, in page order, and the column headers that differ from :data:`HEADERS` in a group.
 GROUPS: dict[str, dict[str, str]] = {
     "sinusoidal": {},
@@ -62,6 +49,7 @@ GROUPS: dict[str, dict[str, str]] = {
     "images": {},
     "alibi": {"frequencies": "Slopes"},
     "graphs": {},
+    "engines": {},
 }
 #: Table columns: row key and header.
 HEADERS = {
@@ -80,454 +68,21 @@ NOT_CHECKED = "not checked"
 TRANSCRIBED = "transcribed in the test file"
 
 
-def _t(file: str, *names: str) -> list[str]:
-    return [f"tests/conformance/{file}::{name}" for name in names]
+#: The table's data: docs/conventions.toml.
+DATA = ROOT / "docs" / "conventions.toml"
 
 
-# Keys of a checked row: library, package (its distribution, None for a transcription), component
-# (identifiers), the five PROSE cells, posenc (the posenc call that reproduces it) and tests.
-ROWS: list[dict[str, Any]] = [
-    # ------------------------------------------------------------------ sinusoidal tables
-    {
-        "group": "sinusoidal",
-        "library": "Hugging Face transformers",
-        "package": "transformers",
-        "component": ["MarianSinusoidalPositionalEmbedding"],
-        "layout": "concatenated; an odd $d$ gets one more sine than cosines",
-        "frequencies": "$10000^{-2i/d}$",
-        "origin": "0, shifted by `cache_length`",
-        "precision": "float32 values, even in a float64 model",
-        "docs": "The docstring puts the cosines at `[dim // 2:]`; for an odd $d$ they start "
-        "one column later.",
-        "posenc": 'sinusoidal_table(n, d, style="concat")',
-        "tests": _t(
-            "test_sinusoidal_refs.py",
-            "test_marian_sinusoidal_equals_concat",
-            "test_marian_model_positions_and_cache_length",
-            "test_marian_table_has_float32_precision_even_in_float64",
-            "test_marian_odd_dim_puts_cosines_one_column_later_than_its_docstring",
-        ),
-    },
-    {
-        "group": "sinusoidal",
-        "library": "x-transformers",
-        "package": "x-transformers",
-        "component": ["ScaledSinusoidalEmbedding"],
-        "layout": "concatenated, times `scale` (initially $d^{-1/2}$); even $d$ only",
-        "frequencies": "$\\theta^{-2i/d}$ (`theta`)",
-        "origin": "0 plus `offset`, or explicit `pos`",
-        "precision": "float32, whatever the input's dtype",
-        "docs": NOT_APPLICABLE,
-        "posenc": 'sinusoidal_table(n, d, base=theta, style="concat")',
-        "tests": _t(
-            "test_sinusoidal_refs.py",
-            "test_x_transformers_scaled_sinusoidal_over_scale_equals_concat",
-            "test_x_transformers_scaled_sinusoidal_needs_even_dim",
-            "test_x_transformers_scaled_sinusoidal_is_float32_whatever_the_input",
-        ),
-    },
-    {
-        "group": "sinusoidal",
-        "library": "positional-encodings",
-        "package": "positional-encodings",
-        "component": ["PositionalEncoding1D"],
-        "layout": "interleaved; an odd $d$ gets the table of $d + 1$ channels, last "
-        "column dropped",
-        "frequencies": "$10000^{-2i/d}$, $d$ rounded up to even",
-        "origin": "0",
-        "precision": "float32 angles, returned in the input's dtype",
-        "docs": NOT_APPLICABLE,
-        "posenc": "sinusoidal_table(n, d)",
-        "tests": _t(
-            "test_sinusoidal_refs.py",
-            "test_positional_encodings_1d_equals_interleaved",
-            "test_positional_encodings_1d_computes_in_float32_for_float64_input",
-            "test_positional_encodings_1d_odd_dim_is_the_next_even_table_truncated",
-        ),
-    },
-    {
-        "group": "sinusoidal",
-        "library": "PyTorch tutorial",
-        "package": None,
-        "component": ["PositionalEncoding"],
-        "layout": "interleaved; an odd $d$ fails with a `RuntimeError`",
-        "frequencies": "$10000^{-2i/d}$, computed as $\\exp(-2i \\ln 10000 / d)$",
-        "origin": "0",
-        "precision": "torch's default dtype (float32 unless changed)",
-        "docs": NOT_APPLICABLE,
-        "posenc": "sinusoidal_table(n, d)",
-        "tests": _t(
-            "test_sinusoidal_refs.py",
-            "test_tutorial_and_annotated_transformer_equal_interleaved_up_to_float32",
-            "test_tutorial_formula_in_float64",
-            "test_tutorial_fails_on_odd_dim",
-        ),
-    },
-    {
-        "group": "sinusoidal",
-        "library": "fairseq",
-        "package": None,
-        "component": ["SinusoidalPositionalEmbedding"],
-        "layout": "concatenated; an odd $d$ gets a zero column",
-        "frequencies": "$\\lfloor d/2 \\rfloor$ of them, geometric from 1 to exactly "
-        "$1/10000$ (not $10000^{-2i/d}$); $d$ = 2 or 3 divides by zero",
-        "origin": "`padding_idx + 1`; padding tokens get a zero row",
-        "precision": NOT_CHECKED,
-        "docs": NOT_APPLICABLE,
-        "posenc": 'sinusoidal_table(n, d, style="tensor2tensor", offset=padding_idx + 1)',
-        "tests": _t(
-            "test_sinusoidal_refs.py",
-            "test_fairseq_get_embedding_equals_tensor2tensor_style",
-            "test_fairseq_positions_start_after_padding_idx",
-            "test_fairseq_divides_by_zero_where_tensor2tensor_clamps",
-            "test_tensor2tensor_frequencies_differ_from_the_paper",
-        ),
-    },
-    {
-        "group": "sinusoidal",
-        "library": "tensor2tensor",
-        "package": None,
-        "component": ["get_timing_signal_1d"],
-        "layout": "concatenated; an odd $d$ gets a zero column",
-        "frequencies": "$\\lfloor d/2 \\rfloor$ of them, geometric from 1 to exactly "
-        "$1/10000$ (not $10000^{-2i/d}$)",
-        "origin": "`start_index`",
-        "precision": "float32",
-        "docs": NOT_APPLICABLE,
-        "posenc": 'sinusoidal_table(n, d, style="tensor2tensor", offset=start_index)',
-        "tests": _t(
-            "test_sinusoidal_refs.py",
-            "test_tensor2tensor_timing_signal_equals_tensor2tensor_style",
-            "test_tensor2tensor_frequencies_differ_from_the_paper",
-        ),
-    },
-    {
-        "group": "sinusoidal",
-        "library": "Transformer-XL",
-        "package": None,
-        "component": ["PositionalEmbedding"],
-        "layout": "concatenated; an odd $d$ gives $d + 1$ columns",
-        "frequencies": "$10000^{-2i/d}$",
-        "origin": "descending: $k - 1, \\dots, 1, 0$ for $k$ keys",
-        "precision": "torch's default dtype (float32 unless changed)",
-        "docs": NOT_APPLICABLE,
-        "posenc": 'sinusoidal_table(k, d, style="concat").flip(0)',
-        "tests": _t(
-            "test_sinusoidal_refs.py",
-            "test_transformer_xl_positional_embedding_equals_concat",
-            "test_transformer_xl_formula_in_float64",
-            "test_transformer_xl_odd_dim_gives_one_extra_column",
-        ),
-    },
-    # ------------------------------------------------------------------------------ RoPE
-    {
-        "group": "rope",
-        "library": "Hugging Face transformers",
-        "package": "transformers",
-        "component": ["LlamaRotaryEmbedding", "apply_rotary_pos_emb"],
-        "layout": "half-split (`rotate_half`)",
-        "frequencies": "$\\theta^{-2i/d}$, and every `rope_type` of `ROPE_INIT_FUNCTIONS`",
-        "origin": "the caller's `position_ids`",
-        "precision": "float32 angles, even in a float64 model; cos/sin in the input's dtype",
-        "docs": NOT_APPLICABLE,
-        "posenc": "rope_cos_sin(positions, d, base=theta, scaling=config)",
-        "tests": _t(
-            "test_rope_transformers.py",
-            "test_apply_rope_equals_llama_apply_rotary_pos_emb",
-            "test_module_equals_llama_rotary_embedding_and_apply",
-            "test_every_hf_rope_type_is_covered",
-            "test_inv_freq_and_attention_factor_equal_hf",
-            "test_cos_sin_equal_hf_rotary_embedding",
-            "test_llama_rotary_embedding_angles_stay_float32_in_a_float64_model",
-        ),
-    },
-    {
-        "group": "rope",
-        "library": "Hugging Face transformers",
-        "package": "transformers",
-        "component": ["GPTNeoXRotaryEmbedding", "partial_rotary_factor"],
-        "layout": "half-split over the first `partial_rotary_factor` share of the channels; the "
-        "others pass through",
-        "frequencies": "$\\theta^{-2i/r}$ for $r$ rotated channels",
-        "origin": "the caller's `position_ids`",
-        "precision": NOT_CHECKED,
-        "docs": NOT_APPLICABLE,
-        "posenc": 'RotaryEmbedding(d, scaling={"partial_rotary_factor": f})',
-        "tests": _t("test_rope_transformers.py", "test_partial_rotary_equals_gpt_neox"),
-    },
-    {
-        "group": "rope",
-        "library": "Hugging Face transformers",
-        "package": None,
-        "component": ["convert_llama_weights_to_hf.py", "permute"],
-        "layout": "reorders the rows of Meta's query and key weights from interleaved to "
-        "half-split: the attention scores stay identical",
-        "frequencies": NOT_APPLICABLE,
-        "origin": NOT_APPLICABLE,
-        "precision": NOT_APPLICABLE,
-        "docs": NOT_APPLICABLE,
-        "posenc": "permute_for_half_layout(weight, num_heads)",
-        "tests": _t(
-            "test_rope_other_refs.py",
-            "test_permute_for_half_layout_equals_conversion_script",
-            "test_permuted_weights_give_identical_scores_under_half_layout",
-        ),
-    },
-    {
-        "group": "rope",
-        "library": "Meta's reference code",
-        "package": None,
-        "component": ["precompute_freqs_cis", "apply_rotary_emb", "apply_scaling"],
-        "layout": "interleaved: channels $2i$ and $2i + 1$ form one complex number",
-        "frequencies": "$\\theta^{-2i/d}$; Llama 3.1's `apply_scaling` is "
-        '`rope_type="llama3"`',
-        "origin": "0, 1, 2, … (the rows of `freqs_cis`)",
-        "precision": "float32 (complex64), cast back to the input's dtype",
-        "docs": NOT_APPLICABLE,
-        "posenc": 'rope_cos_sin(n, d, base=theta, layout="interleaved")',
-        "tests": _t(
-            "test_rope_other_refs.py",
-            "test_interleaved_equals_meta_apply_rotary_emb",
-            "test_interleaved_cos_sin_are_meta_freqs_cis",
-            "test_llama3_scaling_equals_meta_apply_scaling",
-            "test_meta_rotation_is_float32_for_float64_inputs",
-        ),
-    },
-    {
-        "group": "rope",
-        "library": "rotary-embedding-torch",
-        "package": "rotary-embedding-torch",
-        "component": ["RotaryEmbedding", "rotate_queries_or_keys"],
-        "layout": "interleaved; a `dim` below the head width rotates the first channels only",
-        "frequencies": "$\\theta^{-2i/d}$; `interpolate_factor` divides the positions, "
-        "`theta_rescale_factor` $s$ multiplies $\\theta$ by $s^{d/(d-2)}$",
-        "origin": "0 plus `offset`",
-        "precision": "positions in the input's dtype: in float16, those past 2048 are rounded",
-        "docs": NOT_APPLICABLE,
-        "posenc": 'rope_cos_sin(positions, d, layout="interleaved")',
-        "tests": _t(
-            "test_rope_other_refs.py",
-            "test_rotary_embedding_torch_default_is_interleaved",
-            "test_rotary_embedding_torch_partial_interpolate_and_theta_rescale",
-            "test_rotary_embedding_torch_holds_positions_in_input_dtype",
-        ),
-    },
-    {
-        "group": "rope",
-        "library": "x-transformers",
-        "package": "x-transformers",
-        "component": ["RotaryEmbedding", "apply_rotary_pos_emb"],
-        "layout": "interleaved; a `dim` below the head width rotates the first channels only",
-        "frequencies": "$\\theta^{-2i/d}$; `interpolation_factor` divides the positions",
-        "origin": "the last rows of `freqs`: the queries are the newest positions",
-        "precision": NOT_CHECKED,
-        "docs": NOT_APPLICABLE,
-        "posenc": 'rope_cos_sin(positions, d, layout="interleaved")',
-        "tests": _t(
-            "test_rope_other_refs.py",
-            "test_x_transformers_rotary_is_interleaved",
-            "test_x_transformers_apply_uses_last_positions",
-        ),
-    },
-    {
-        "group": "rope",
-        "library": "torchtune",
-        "package": "torchtune",
-        "component": ["RotaryPositionalEmbeddings"],
-        "layout": "interleaved: channels $2i$ and $2i + 1$ form one pair",
-        "frequencies": "$\\theta^{-2i/d}$ (`base`)",
-        "origin": "`input_pos`, per sequence or per sample; without it 0, 1, 2, …",
-        "precision": "float32, cast back to the input's dtype",
-        "docs": "The docstring says the cache is recomputed past `max_seq_len`; a longer sequence or "
-        "a later position raises an error instead.",
-        "posenc": 'rope_cos_sin(positions, d, base=base, layout="interleaved")',
-        "tests": _t(
-            "test_rope_other_refs.py",
-            "test_interleaved_equals_torchtune_rope",
-            "test_torchtune_input_pos_are_the_positions",
-            "test_torchtune_rotation_is_float32_for_float64_inputs",
-            "test_torchtune_does_not_recompute_past_max_seq_len_as_its_docstring_says",
-        ),
-    },
-    # ---------------------------------------------------------------------------- images
-    {
-        "group": "images",
-        "library": "MAE",
-        "package": None,
-        "component": ["get_2d_sincos_pos_embed"],
-        "layout": "blocks [sin column | cos column | sin row | cos row], tokens row by row; "
-        "`cls_token=True` adds a zero row in front",
-        "frequencies": "$10000^{-i/(d/4)}$, $d/4$ per axis",
-        "origin": "0 on both axes",
-        "precision": "float64 (NumPy)",
-        "docs": "A comment says the first half encodes `grid_h` (the row); it encodes the column.",
-        "posenc": 'sinusoidal_2d(h, w, d, style="mae")',
-        "tests": _t(
-            "test_multidim_refs.py",
-            "test_sinusoidal_2d_mae_equals_mae",
-            "test_mae_blocks_are_sin_col_cos_col_sin_row_cos_row",
-            "test_mae_class_token_is_a_zero_row_in_front",
-            "test_mae_half_named_grid_h_encodes_the_column",
-        ),
-    },
-    {
-        "group": "images",
-        "library": "timm",
-        "package": "timm",
-        "component": ["build_sincos2d_pos_embed"],
-        "layout": "blocks [sin row | sin column | cos row | cos column], tokens row by row",
-        "frequencies": "$10000^{-i/(d/4)}$, $d/4$ per axis",
-        "origin": "0 on both axes",
-        "precision": "float32",
-        "docs": NOT_APPLICABLE,
-        "posenc": 'sinusoidal_2d(h, w, d, style="timm")',
-        "tests": _t(
-            "test_multidim_refs.py",
-            "test_sinusoidal_2d_timm_equals_timm",
-            "test_timm_sincos2d_blocks_are_sin_row_sin_col_cos_row_cos_col",
-        ),
-    },
-    {
-        "group": "images",
-        "library": "timm",
-        "package": "timm",
-        "component": ["build_rotary_pos_embed(in_pixels=False)"],
-        "layout": "axial RoPE, row angles then column angles; interleaved, or half-split with "
-        "`rotate_half=True`",
-        "frequencies": "$\\theta^{-4i/d}$, those of a $d/2$-wide head, per axis",
-        "origin": "0 on both axes",
-        "precision": NOT_CHECKED,
-        "docs": NOT_APPLICABLE,
-        "posenc": "axial_rope_cos_sin(h, w, d, layout=layout)",
-        "tests": _t("test_multidim_refs.py", "test_axial_rope_equals_timm_rotary"),
-    },
-    {
-        "group": "images",
-        "library": "rotary-embedding-torch",
-        "package": "rotary-embedding-torch",
-        "component": ["RotaryEmbedding(dim=d // 2).get_axial_freqs"],
-        "layout": "axial RoPE, row angles then column angles; interleaved",
-        "frequencies": "$\\theta^{-4i/d}$, those of a $d/2$-wide head, per axis",
-        "origin": "0 on both axes",
-        "precision": NOT_CHECKED,
-        "docs": NOT_APPLICABLE,
-        "posenc": 'axial_rope_cos_sin(h, w, d, layout="interleaved")',
-        "tests": _t(
-            "test_multidim_refs.py",
-            "test_axial_rope_equals_rotary_embedding_torch_axial_freqs",
-            "test_axial_rope_rotation_equals_rotary_embedding_torch",
-        ),
-    },
-    {
-        "group": "images",
-        "library": "positional-encodings",
-        "package": "positional-encodings",
-        "component": ["PositionalEncoding2D", "PositionalEncoding3D"],
-        "layout": "one interleaved block of $c = 2\\lceil d/2n \\rceil$ channels per axis "
-        "($n$ axes), in axis order, cut to $d$ channels",
-        "frequencies": "$10000^{-2i/c}$ in each block",
-        "origin": "0 on every axis",
-        "precision": NOT_CHECKED,
-        "docs": NOT_APPLICABLE,
-        "posenc": "sinusoidal_nd(shape, d)",
-        "tests": _t(
-            "test_multidim_refs.py",
-            "test_sinusoidal_nd_equals_positional_encodings",
-            "test_positional_encodings_2d_is_one_interleaved_block_per_axis",
-        ),
-    },
-    # ----------------------------------------------------------------------------- ALiBi
-    {
-        "group": "alibi",
-        "library": "Hugging Face transformers",
-        "package": "transformers",
-        "component": ["build_alibi_tensor"],
-        "layout": NOT_APPLICABLE,
-        "frequencies": "the paper's, including its rule for head counts that are not powers of two",
-        "origin": "$m\\,j$, from the first key rather than from the query: it differs from "
-        "$-m|i - j|$ by a constant per row, the same attention only under the causal mask",
-        "precision": NOT_CHECKED,
-        "docs": NOT_APPLICABLE,
-        "posenc": "alibi_bias(heads, n)",
-        "tests": _t(
-            "test_alibi_refs.py",
-            "test_slopes_equal_bloom",
-            "test_bloom_differs_by_a_row_constant_equal_under_causal_softmax",
-        ),
-    },
-    {
-        "group": "alibi",
-        "library": "Hugging Face transformers",
-        "package": "transformers",
-        "component": ["build_mpt_alibi_tensor"],
-        "layout": NOT_APPLICABLE,
-        "frequencies": "the paper's, including its rule for head counts that are not powers of two",
-        "origin": "one row, $m (j - (n - 1))$: the row of the last query",
-        "precision": NOT_CHECKED,
-        "docs": NOT_APPLICABLE,
-        "posenc": "alibi_bias(heads, 1, n)",
-        "tests": _t("test_alibi_refs.py", "test_slopes_equal_hf_mpt", "test_last_row_equals_hf_mpt"),
-    },
-    {
-        "group": "alibi",
-        "library": "x-transformers",
-        "package": "x-transformers",
-        "component": ["AlibiPositionalBias"],
-        "layout": NOT_APPLICABLE,
-        "frequencies": "the paper's, including its rule for head counts that are not powers of two; "
-        "heads beyond `heads` get no bias",
-        "origin": "the queries end at the last key",
-        "precision": NOT_CHECKED,
-        "docs": NOT_APPLICABLE,
-        "posenc": "alibi_bias(heads, q_len, k_len)",
-        "tests": _t(
-            "test_alibi_refs.py",
-            "test_slopes_equal_x_transformers",
-            "test_bias_equals_x_transformers",
-            "test_x_transformers_pads_unalibied_heads_with_zeros",
-        ),
-    },
-    # ---------------------------------------------------------------------------- graphs
-    {
-        "group": "graphs",
-        "library": "PyG",
-        "package": "torch-geometric",
-        "component": ["AddLaplacianEigenvectorPE"],
-        "layout": "eigenvectors 2 to $k + 1$ of the symmetric normalised Laplacian, by "
-        "ascending eigenvalue; each column's sign is random on every call",
-        "frequencies": NOT_APPLICABLE,
-        "origin": NOT_APPLICABLE,
-        "precision": "float32",
-        "docs": NOT_APPLICABLE,
-        "posenc": "laplacian_pe(edge_index, num_nodes, k)",
-        "tests": _t(
-            "test_graph_refs.py",
-            "test_laplacian_pe_equals_pyg_up_to_column_sign",
-            "test_pyg_flips_signs_at_random_on_every_call",
-            "test_pyg_encodings_are_float32",
-        ),
-    },
-    {
-        "group": "graphs",
-        "library": "PyG",
-        "package": "torch-geometric",
-        "component": ["AddRandomWalkPE"],
-        "layout": "return probabilities after 1 to $k$ steps; an edge listed twice changes the "
-        "result (posenc counts it once)",
-        "frequencies": NOT_APPLICABLE,
-        "origin": NOT_APPLICABLE,
-        "precision": "float32",
-        "docs": NOT_APPLICABLE,
-        "posenc": "random_walk_pe(edge_index, num_nodes, k)",
-        "tests": _t(
-            "test_graph_refs.py",
-            "test_random_walk_pe_equals_pyg_undirected",
-            "test_random_walk_pe_equals_pyg_directed_self_loops_isolated",
-            "test_repeated_edges_pyg_counts_them_in_the_degree_only",
-            "test_pyg_encodings_are_float32",
-        ),
-    },
-]
+def load_rows(path: Path = DATA) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
+    """The rows (test ids made ``tests/conformance/<file>::<test>``) and the libraries to cover."""
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    rows = []
+    for row in data["row"]:
+        rows.append({"package": None, **row, "tests": [f"tests/conformance/{t}" for t in row.get("tests", [])]})
+    return rows, tuple(data["libraries"])
+
+
+#: The rows of the table and the libraries the table must cover, each with a row (checked or not).
+ROWS, LIBRARIES = load_rows()
 
 
 # ----------------------------------------------------------------------------- the tests
@@ -640,6 +195,7 @@ class _Directive(SphinxDirective):
         for path in conformance_files():
             self.env.note_dependency(str(path))
         self.env.note_dependency(__file__)
+        self.env.note_dependency(str(DATA))
 
 
 class ConventionsTableDirective(_Directive):
