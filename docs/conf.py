@@ -16,6 +16,7 @@ sys.path.insert(0, str(ROOT))
 
 import posenc  # noqa: E402
 import posenc_docs  # noqa: E402
+import posenc_glossary  # noqa: E402
 
 # The same matplotlib settings for examples, notebook kernels and this process.
 os.environ["MATPLOTLIBRC"] = str(DOCS / "matplotlibrc")
@@ -42,6 +43,7 @@ extensions = [
     "posenc_ledger",
     "posenc_conventions",
     "posenc_benchmarks",
+    "posenc_glossary",
 ]
 
 root_doc = "index"
@@ -50,8 +52,6 @@ exclude_patterns = [
     "dev",
     "node_modules",
     "_intersphinx",
-    "_root",
-    "_search",
     "**.ipynb_checkpoints",
     # sphinx-gallery writes a notebook beside each generated page, for download only:
     # myst-nb must not read it as a second copy of the example.
@@ -96,7 +96,7 @@ html_last_updated_fmt = None
 html_copy_source = True
 # Chinese search segments text with jieba; the glossary's terms are added to its dictionary so
 # that a query such as 位置编码 matches as one word (jieba alone splits it into 位置 / 编码).
-html_search_options = {"dict": str(DOCS / "_search" / "zh_terms.txt")}
+html_search_options = {"dict": str(posenc_glossary.write_search_dictionary(DOCS / "_build" / "zh_terms.txt"))}
 html_show_sourcelink = True
 
 # MathJax is served from the site itself (copied from the npm package), never from a CDN.

@@ -2,7 +2,7 @@
 
 Usage: python tools/lint_terms.py [PO_DIR_OR_FILE ...]   (default: docs/locale/zh_CN/LC_MESSAGES)
 
-Checks every translated message against the project's glossary (docs/dev/glossary.md, the site's 术语表):
+Checks every translated message against the project's glossary (docs/glossary.toml, shown as the site's 术语表):
 
 * forbidden renderings (calques and second renderings of a glossary term);
 * glossary terms: an English term in the source must appear in its one Chinese rendering;
@@ -32,64 +32,28 @@ DEFAULT = ROOT / "docs" / "locale" / "zh_CN" / "LC_MESSAGES"
 
 HAN = "\u4e00-\u9fff"
 
-#: Renderings the glossary rules out: (pattern in the Chinese text, what to write instead).
-FORBIDDEN: list[tuple[str, str]] = [
+sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+import posenc_glossary  # noqa: E402  (reads docs/glossary.toml)
+
+_GLOSSARY = posenc_glossary.terms(posenc_glossary.load()[0])
+
+#: Renderings the lint rules out: (pattern in the Chinese text, what to write instead). The
+#: glossary's ``avoid`` patterns, then writing rules that belong to no term.
+FORBIDDEN: list[tuple[str, str]] = [(t.avoid, f"{t.zh} ({t.en})") for t in _GLOSSARY if t.avoid] + [
     (r"持有", "rephrase (缓存、保存、包含…); 持有 is a calque of 'holds'"),
-    (r"健全性|健全检查|合理性检查|完整性检查", "基本检查 (sanity check)"),
     (r"图样", "rephrase (模式、规律、图案…)"),
-    (r"逆频率", "频率（代码名 inv_freq）"),
-    (r"几何级数", "等比数列 / 按等比分布 (几何级数 is the sum of a series)"),
-    (r"几何分布|几何间隔|几何地", "按等比分布"),
-    (r"配对索引|对索引", "配对下标 (pair index)"),
-    (r"裁剪|钳制|夹紧", "截断 (clip / clamp)"),
-    (r"注意力得分|注意力打分|注意力评分|(?<!分)得分|打分", "注意力分数 (attention score)"),
     (r"\bet al\b\.?", "等（如 Vaswani 等，2017）"),
     (r"等人", "等（如 Vaswani 等，2017）"),
-    (r"旋转位置嵌入|旋转式位置编码|旋转编码", "旋转位置编码（RoPE）"),
-    (r"外插", "外推 (extrapolation)"),
-    (r"内插", "插值 (interpolation)"),
-    (r"词汇表", "词表 (vocabulary)"),
     (r"令牌", "词元 (token)"),
-    (r"因果遮罩|因果掩膜|因果屏蔽", "因果掩码 (causal mask)"),
-    (r"缓冲器", "缓冲区 (buffer)"),
-    (r"交织布局|交叉布局|交替布局", "交错布局 (interleaved layout)"),
-    (r"对半分布局|半分布局|拆半布局", "前后对半布局 (half-split layout)"),
-    (r"(?<!底)基数", "底数（base）"),
-    (r"缩放系数|缩放比例因子", "缩放因子 (scaling factor)"),
-    (r"相对位置桶|相对位置分箱", "相对位置分桶 (relative position bucket)"),
-    (r"远距离衰减|长程衰减|长距离衰减", "远程衰减 (long-range decay)"),
-    (r"左侧填充|左边填充", "左填充 (left padding)"),
-    (r"混乱度|困惑值", "困惑度 (perplexity)"),
-    (r"自我注意力|自关注", "自注意力 (self-attention)"),
+    (r"奈特|纳特|\bnat\b", "nats (the unit of a loss, written in Latin letters in both languages)"),
+    (r"源文章", "原文, or name the article"),
 ]
 
-#: Glossary terms: an English term in the source (outside code) must come out as its rendering.
-TERMS: list[tuple[str, str]] = [
-    (r"positional encodings?", "位置编码"),
-    (r"attention bias(es)?", "注意力偏置"),
-    (r"attention scores?", "注意力分数"),
-    (r"pair index", "配对下标"),
-    # "geometric progression", "geometrically spaced"; not "geometrically, ..." (seen as geometry)
-    # nor "geometric mean" (几何平均), nor the library PyTorch Geometric.
-    (r"(?<!PyTorch )geometric(?!ally,| mean)(ally)?", "等比"),
-    (r"\b(clamp)(s|ed|ing)?\b|clipped (relative )?distance", "截断"),
-    (r"sanity check", "基本检查"),
-    (r"extrapolat\w*", "外推"),
-    (r"perplexity", "困惑度"),
-    (r"vocabular(y|ies)", "词表"),
-    (r"causal mask", "因果掩码"),
-    # A bucket is 桶 (bucket 17: 桶 17); the term "relative position bucket" is 相对位置分桶 (above).
-    (r"buckets?", "桶"),
-    (r"left padding", "左填充"),
-    (r"scaling factor", "缩放因子"),
-    (r"wavelengths?", "波长"),
-    (r"long-range decay", "远程衰减"),
+#: Terms: an English term in the source (outside code) must come out as its rendering. The
+#: glossary's ``lint`` patterns, then writing rules ("et al.", the unit nats).
+TERMS: list[tuple[str, str]] = [(t.lint, t.lint_zh or t.zh) for t in _GLOSSARY if t.lint] + [
     (r"\bet al\.", "等"),
-    (r"sliding[- ]window", "滑动窗口"),
-    (r"context shift", "上下文平移"),
-    (r"attention sinks?", "注意力汇"),
-    (r"chunked prefill", "分块预填充"),
-    (r"document mask", "文档掩码"),
+    (r"\bnats?\b", "nats"),
 ]
 
 #: Exact messages with a fixed rendering.
@@ -272,7 +236,7 @@ def main(argv: list[str]) -> int:
     for problem in problems:
         print(problem, file=sys.stderr)
     if problems:
-        print(f"lint_terms: {len(problems)} problem(s); terms and rules: docs/dev/glossary.md, the site's 术语表", file=sys.stderr)
+        print(f"lint_terms: {len(problems)} problem(s); terms: docs/glossary.toml (the site's 术语表), rules: docs/dev/glossary.md", file=sys.stderr)
         return 1
     return 0
 
