@@ -22,13 +22,13 @@ help:
 	@echo "make mutation MODULE=posenc/rope_config.py  mutation-test one module (slow; see docs/dev/mutation-testing.md)"
 
 # Python environment: torch pinned to the CPU build (requirements/constraints.txt), then the
-# package with its test, reference-library, docs and triton extras.
+# package with its test, reference-library, inference-engine (MLX), docs and triton extras.
 venv: $(STAMP)
 $(STAMP): pyproject.toml requirements/constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q $(PIN) torch==2.13.0
-	$(PIP) install -q $(PIN) -e ".[test,ref,docs,triton]"
+	$(PIP) install -q $(PIN) -e ".[test,ref,engines,docs,triton]"
 	# timm is a conformance reference only; its torchvision dependency has no build that
 	# works beside the pinned CPU torch, and posenc's tests need only timm's own files.
 	$(PIP) install -q $(PIN) --no-deps timm
@@ -70,8 +70,10 @@ i18n: venv assets
 	@PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash tools/update-catalogues.sh
 
 check-translations: venv
-	$(PY) tools/check_translations.py docs/_build/gettext docs/locale/zh_CN/LC_MESSAGES
+	for lang in $$($(PY) tools/languages.py translations); do \
+		$(PY) tools/check_translations.py docs/_build/gettext docs/locale/$$lang/LC_MESSAGES || exit 1; done
 	$(PY) tools/lint_terms.py docs/locale/zh_CN/LC_MESSAGES
+	$(PY) tools/length_check.py docs/locale/zh_CN/LC_MESSAGES
 
 bench: venv
 	$(PY) benchmarks/bench_rope.py

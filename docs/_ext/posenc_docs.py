@@ -12,13 +12,17 @@ import os
 import posixpath
 import re
 import shutil
+import tomllib
 import warnings
 import zlib
 from pathlib import Path
 from typing import Any
 
-#: Languages of the site, in switcher order: code -> name shown in the switcher.
-LANGUAGES = {"en": "English", "zh_CN": "简体中文"}
+#: Languages of the site, in switcher order: code -> name shown in the switcher (docs/languages.toml).
+LANGUAGES = {
+    entry["code"]: entry["name"]
+    for entry in tomllib.loads((Path(__file__).resolve().parents[1] / "languages.toml").read_text(encoding="utf-8"))["language"]
+}
 
 #: matplotlib's message when a font lacks a character; in a figure it means tofu boxes.
 MISSING_GLYPH = r".*[Gg]lyph .* missing from (current )?font.*"

@@ -14,6 +14,7 @@ import re
 import pytest
 
 from test_browser import _open, base_url, browser, page  # noqa: F401  (fixtures)
+from site_languages import LANGUAGES  # noqa: E402
 
 #: The page that hosts each explorer.
 HOSTS = {
@@ -40,7 +41,7 @@ def _explorer(page, lang: str, name: str):  # type: ignore[no-untyped-def]
     return root
 
 
-@pytest.mark.parametrize("lang", ["en", "zh_CN"])
+@pytest.mark.parametrize("lang", LANGUAGES)
 def test_sinusoidal_numbers_equal_posenc(page, lang: str) -> None:  # type: ignore[no-untyped-def]
     _explorer(page, lang, "sinusoidal")
     cases = _reference(page, lang, "sinusoidal")
@@ -63,7 +64,7 @@ def test_sinusoidal_numbers_equal_posenc(page, lang: str) -> None:  # type: igno
         assert dot_error < 1e-6, (setting, dot_error)
 
 
-@pytest.mark.parametrize("lang", ["en", "zh_CN"])
+@pytest.mark.parametrize("lang", LANGUAGES)
 def test_sinusoidal_draws_fast_and_responds(page, lang: str) -> None:  # type: ignore[no-untyped-def]
     root = _explorer(page, lang, "sinusoidal")
     first_draw_ms = float(root.get_attribute("data-first-draw-ms"))
@@ -91,7 +92,7 @@ def test_sinusoidal_draws_fast_and_responds(page, lang: str) -> None:  # type: i
     assert page.problems == []
 
 
-@pytest.mark.parametrize("lang", ["en", "zh_CN"])
+@pytest.mark.parametrize("lang", LANGUAGES)
 def test_t5_buckets_equal_posenc(page, lang: str) -> None:  # type: ignore[no-untyped-def]
     _explorer(page, lang, "t5")
     cases = _reference(page, lang, "t5")
@@ -109,7 +110,7 @@ def test_t5_buckets_equal_posenc(page, lang: str) -> None:  # type: ignore[no-un
         assert mismatch == 0, (case["bidirectional"], case["numBuckets"], case["maxDistance"], mismatch)
 
 
-@pytest.mark.parametrize("lang", ["en", "zh_CN"])
+@pytest.mark.parametrize("lang", LANGUAGES)
 def test_t5_draws_fast_and_responds(page, lang: str) -> None:  # type: ignore[no-untyped-def]
     root = _explorer(page, lang, "t5")
     first_draw_ms = float(root.get_attribute("data-first-draw-ms"))
@@ -137,7 +138,7 @@ def test_t5_draws_fast_and_responds(page, lang: str) -> None:  # type: ignore[no
     assert page.problems == []
 
 
-@pytest.mark.parametrize("lang", ["en", "zh_CN"])
+@pytest.mark.parametrize("lang", LANGUAGES)
 def test_rope_scaling_equals_posenc(page, lang: str) -> None:  # type: ignore[no-untyped-def]
     _explorer(page, lang, "rope_scaling")
     cases = _reference(page, lang, "rope_scaling")
@@ -158,7 +159,7 @@ def test_rope_scaling_equals_posenc(page, lang: str) -> None:  # type: ignore[no
         assert attention_error < 1e-12, (setting, attention_error)
 
 
-@pytest.mark.parametrize("lang", ["en", "zh_CN"])
+@pytest.mark.parametrize("lang", LANGUAGES)
 def test_rope_scaling_draws_fast_and_responds(page, lang: str) -> None:  # type: ignore[no-untyped-def]
     root = _explorer(page, lang, "rope_scaling")
     first_draw_ms = float(root.get_attribute("data-first-draw-ms"))
@@ -185,7 +186,7 @@ def test_rope_scaling_draws_fast_and_responds(page, lang: str) -> None:  # type:
     assert page.problems == []
 
 
-@pytest.mark.parametrize("lang", ["en", "zh_CN"])
+@pytest.mark.parametrize("lang", LANGUAGES)
 def test_alibi_equals_posenc(page, lang: str) -> None:  # type: ignore[no-untyped-def]
     _explorer(page, lang, "alibi")
     reference = _reference(page, lang, "alibi")
@@ -210,7 +211,7 @@ def test_alibi_equals_posenc(page, lang: str) -> None:  # type: ignore[no-untype
     assert errors[1] < 1e-12, errors
 
 
-@pytest.mark.parametrize("lang", ["en", "zh_CN"])
+@pytest.mark.parametrize("lang", LANGUAGES)
 def test_alibi_draws_fast_and_responds(page, lang: str) -> None:  # type: ignore[no-untyped-def]
     root = _explorer(page, lang, "alibi")
     first_draw_ms = float(root.get_attribute("data-first-draw-ms"))

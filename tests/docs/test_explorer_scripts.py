@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+from site_languages import LANGUAGES  # noqa: E402
 
 PAGES = {  # explorer -> the page that shows it
     "sinusoidal": "auto_examples/01_foundations/plot_sinusoidal_picture.html",
@@ -17,7 +18,7 @@ SCRIPT = re.compile(r'<script[^>]*src="[^"]*_static/explorers/([a-z0-9_]+)\.js')
 
 
 @pytest.mark.docs
-@pytest.mark.parametrize("lang", ["en", "zh_CN"])
+@pytest.mark.parametrize("lang", LANGUAGES)
 def test_scripts_follow_the_explorers_on_each_page(site: Path, lang: str) -> None:
     root = site / lang
     for page in root.rglob("*.html"):
