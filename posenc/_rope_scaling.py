@@ -21,7 +21,7 @@ import torch
 from posenc._checks import check_bool, check_choice, check_even, check_positive_float, check_positive_int
 from posenc._frequencies import inverse_frequencies
 
-__all__ = ["COMMON_KEYS", "ROPE_TYPES", "SCALING_TYPES", "RopeScaling", "parse_scaling", "yarn_mscale"]
+__all__ = ["COMMON_KEYS", "ROPE_TYPES", "SCALING_TYPES", "RopeScaling", "parse_scaling", "scaling_and_type", "yarn_mscale"]
 
 _T = TypeVar("_T")
 
@@ -468,10 +468,8 @@ def _rotary_dim(dim: int, p: ScalingParams) -> int:
     return rotary_dim
 
 
-def parse_scaling(dim: Any, base: Any, scaling: Any) -> RopeScaling:
-    """Validate ``dim``, ``base`` and ``scaling``; fill in the defaults Hugging Face fills in."""
-    dim = check_positive_int("dim", dim)
-    base = check_positive_float("base", base)
+def scaling_and_type(scaling: Any) -> tuple[Mapping[str, Any], str]:
+    """``scaling`` (``None`` read as no scaling) and its ``rope_type`` (or legacy ``type``), checked."""
     if scaling is None:
         scaling = {}
     if not isinstance(scaling, Mapping):
@@ -482,6 +480,14 @@ def parse_scaling(dim: Any, base: Any, scaling: Any) -> RopeScaling:
     rope_type = check_choice(
         "scaling['rope_type']", scaling.get("rope_type", scaling.get("type", "default")), ROPE_TYPES
     )
+    return scaling, rope_type
+
+
+def parse_scaling(dim: Any, base: Any, scaling: Any) -> RopeScaling:
+    """Validate ``dim``, ``base`` and ``scaling``; fill in the defaults Hugging Face fills in."""
+    dim = check_positive_int("dim", dim)
+    base = check_positive_float("base", base)
+    scaling, rope_type = scaling_and_type(scaling)
     kind = SCALING_TYPES[rope_type]
     allowed = COMMON_KEYS | kind.keys
     unknown = sorted(str(k) for k in scaling if k not in allowed)

@@ -27,8 +27,8 @@ from typing import Any
 
 import torch
 
-from posenc._checks import check_bool, check_choice, check_floating_tensor, check_positive_float, check_positive_int
-from posenc._rope_scaling import ROPE_TYPES, ScalingParams, _real, yarn_mscale
+from posenc._checks import check_bool, check_floating_tensor, check_positive_float, check_positive_int
+from posenc._rope_scaling import ScalingParams, _real, scaling_and_type, yarn_mscale
 from posenc.rope import apply_rope_qk, interleaved_to_half, permute_for_half_layout
 
 __all__ = ["mla_softmax_scale", "mla_rope", "mla_permute_for_half_layout"]
@@ -37,16 +37,7 @@ __all__ = ["mla_softmax_scale", "mla_rope", "mla_permute_for_half_layout"]
 def _softmax_mscale(scaling: Mapping[str, Any] | None) -> float:
     """YaRN's temperature for ``mscale_all_dim`` (1 without it): the square root of the factor
     :func:`mla_softmax_scale` puts on :math:`1/\\sqrt{d}`. Shared with ``posenc.rope_report``."""
-    if scaling is None:
-        return 1.0
-    if not isinstance(scaling, Mapping):
-        raise TypeError(
-            f"scaling must be a dict in Hugging Face rope_parameters form or None, "
-            f"got {type(scaling).__name__}"
-        )
-    rope_type = check_choice(
-        "scaling['rope_type']", scaling.get("rope_type", scaling.get("type", "default")), ROPE_TYPES
-    )
+    scaling, rope_type = scaling_and_type(scaling)
     p = ScalingParams(scaling, rope_type)
     mscale_all_dim = p.get("mscale_all_dim", _real)
     if not mscale_all_dim:  # missing, None or 0: as transformers, no factor

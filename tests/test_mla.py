@@ -51,6 +51,21 @@ def test_softmax_scale_factor_from_the_context_ratio() -> None:
     assert mla_softmax_scale(24, scaling=ratio) == mla_softmax_scale(24, scaling={**YARN, "factor": 8.0})
 
 
+def test_softmax_scale_reads_the_given_factor_before_the_context_ratio() -> None:
+    # A factor that differs from max / original max: the factor wins, as for the frequencies.
+    given = {**YARN, "max_position_embeddings": 4096 * 8}
+    m = 0.1 * math.log(40.0) + 1.0
+    assert mla_softmax_scale(24, scaling=given) == pytest.approx(24**-0.5 * m * m, rel=1e-15)
+    # A given factor needs no context lengths.
+    bare = {"rope_type": "yarn", "factor": 40.0, "mscale_all_dim": 1.0}
+    assert mla_softmax_scale(24, scaling=bare) == pytest.approx(24**-0.5 * m * m, rel=1e-15)
+
+
+def test_softmax_scale_of_parameters_without_a_type_is_the_plain_scale() -> None:
+    # No rope_type and no type: transformers' "default", whatever else the dict holds.
+    assert mla_softmax_scale(24, scaling={"factor": 40.0}) == 24**-0.5
+
+
 def test_rope_report_uses_it() -> None:
     deepseek = {"model_type": "deepseek_v3", "hidden_size": 7168, "num_attention_heads": 128,
                 "num_hidden_layers": 61, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
@@ -231,3 +246,20 @@ def test_permutation_bad_input() -> None:
     with pytest.raises(ValueError, match=r"^weight.shape\[0\]=28 must be num_heads=2 blocks of at least "
                                          r"rope_dim=16 rows$"):
         mla_permute_for_half_layout(weight, 2, 16)
+
+
+def test_one_dimensional_inputs_rotate_like_a_batch_of_one() -> None:
+    torch.manual_seed(0)
+    q, k_pe = torch.randn(6, dtype=torch.float64), torch.randn(4, dtype=torch.float64)
+    cos, sin = rope_cos_sin(torch.tensor([3]), 4, dtype=torch.float64)  # (1, 4)
+    q1, k1 = mla_rope(q, k_pe, cos[0], sin[0])
+    q2, k2 = mla_rope(q[None], k_pe[None], cos, sin)
+    assert torch.equal(q1, q2[0]) and torch.equal(k1, k2[0])
+
+
+def test_a_block_of_rotary_rows_only_is_permuted_whole() -> None:
+    # A block with no unrotated rows (block == rope_dim) is the plain per-head permutation.
+    from posenc import permute_for_half_layout
+
+    weight = torch.randn(2 * 8, 5, dtype=torch.float64)
+    assert torch.equal(mla_permute_for_half_layout(weight, 2, 8), permute_for_half_layout(weight, 2))

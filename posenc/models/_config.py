@@ -173,7 +173,7 @@ class TransformerConfig:
 
     @property
     def attention_kinds(self) -> tuple[str, ...]:
-        """The attention of each layer: ``layer_types``, or its default."""
+        """The attention kind of each layer, ``layer_types`` or its default."""
         if self.layer_types is not None:
             return self.layer_types
         return ("sliding_attention" if self.sliding_window is not None else "full_attention",) * self.num_layers
