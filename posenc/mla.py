@@ -146,7 +146,7 @@ def mla_rope(
         ``(seq, r)``, or as many dimensions as ``q`` and ``k_pe``, broadcastable to both
         (see :func:`~posenc.apply_rope`), in the half layout:
         ``rope_cos_sin(positions, r, base=..., scaling=..., layout="half")``. With YaRN they
-        carry DeepSeek's ``mscale / mscale_all_dim`` factor; the softmax scale is
+        carry DeepSeek's ``yarn(mscale) / yarn(mscale_all_dim)`` factor; the softmax scale is
         :func:`mla_softmax_scale`.
     interleaved : bool, optional
         Whether the rotary channels of ``q`` and ``k_pe`` come in interleaved pairs (default
@@ -209,7 +209,8 @@ def mla_permute_for_half_layout(weight: torch.Tensor, num_heads: int, rope_dim: 
 
     The output rows of ``weight`` are ``num_heads`` blocks, each ending with ``rope_dim`` rotary
     rows; within those, row :math:`2i` moves to :math:`i` and :math:`2i+1` to
-    :math:`i + r/2` (:func:`~posenc.permute_for_half_layout` on the rotary rows only); the other
+    :math:`i + r/2`, with :math:`r` = ``rope_dim`` (:func:`~posenc.permute_for_half_layout` on
+    the rotary rows only); the other
     rows stay. The projections to permute in a DeepSeek-V2/V3 attention layer:
 
     * ``q_proj`` or ``q_b_proj``: ``num_heads`` = the number of heads, blocks

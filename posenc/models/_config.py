@@ -85,7 +85,7 @@ class TransformerConfig:
         none: only the full layers are scaled, as in Gemma 3.
     nope_layers : tuple of int
         With ``position="rope"``: indices of the layers that do not rotate their queries and keys
-        (NoPE layers: Llama 4's global layers, Command A's full layers). Default none.
+        (NoPE layers: Llama 4's global layers, Command R7B's full layers). Default none.
     """
 
     vocab_size: int

@@ -224,7 +224,7 @@ class Transformer(nn.Module):
     Layers may differ, as in current models: ``config.layer_types`` makes some layers attend
     within ``sliding_window`` only (Gemma 2 and 3, GPT-OSS); with RoPE, ``local_rope_base`` gives
     those layers their own base and scaling (Gemma 3), and ``nope_layers`` leaves some layers
-    unrotated (Llama 4, Command A).
+    unrotated (Llama 4, Command R7B).
 
     The encoding's parameters live in ``transformer.position`` (model-wide: a table, T5's biases, RoPE's
     cache) and in each layer's ``attn.position`` (Shaw's tables, Transformer-XL's projection and

@@ -109,6 +109,16 @@ def test_example_offers_script_and_notebook(site: Path, lang: str) -> None:
         assert (page.parent / d).resolve().is_file()
 
 
+def test_no_example_prints_a_python_warning(site: Path) -> None:
+    """A warning an example raises (``file.py:12: UserWarning: ...``) would be shown on its page."""
+    warned = {}
+    for page in sorted((site / "en" / "auto_examples").rglob("*.html")):
+        found = re.findall(r"\.py:\d+: \w*Warning: [^<\n]*", page.read_text(encoding="utf-8"))
+        if found:
+            warned[page.name] = found
+    assert warned == {}
+
+
 def _example_images(site: Path, lang: str) -> list[str]:
     page = site / lang / (EXAMPLE + ".html")
     return [value for tag, _, value in _parse(page).refs if tag == "img" and "sphx_glr_plot_word_order" in value]
