@@ -232,6 +232,9 @@ claims = [
         "source": "seed article",
         "measured": f"untrained layer with PE: [CLS] similarity {min(untrained_with_pe):.4f}; after "
         f"training: {min(trained_with_pe):+.3f} to {max(trained_with_pe):+.3f}",
-        "verdict": "holds with conditions",
+        # rule: the claim is about adding the encoding, so it is graded on the untrained layer:
+        # "holds" if the similarity with PE falls below 0.3 there, "does not hold" otherwise (a
+        # trained classifier separating the sentences is another result)
+        "verdict": "holds" if max(untrained_with_pe) < 0.3 else "does not hold",
     },
 ]

@@ -247,8 +247,9 @@ for d in (2, 4, 8):
 # bits, so it holds every integer only up to 256 and then every second, fourth, … integer;
 # float16 keeps 11 bits and its largest finite number is 65504, so larger positions become
 # ``inf``. Two positions that round to the same number get the same row at every width. (This is
-# why Hugging Face's Llama rotary embedding computes its angles in float32 with autocast
-# switched off; the comment in its code cites transformers pull request 29285.)
+# why Hugging Face's Llama rotary embedding computes its angles in float32: transformers 4.x
+# switched autocast off around them, citing pull request 29285 in a comment; the pinned 5.24
+# has no autocast block and casts the positions and ``inv_freq`` with ``.float()``.)
 #
 # The page is about this naive formula, so we write it out, in the given format throughout,
 # check it against :func:`posenc.sinusoidal_table` in float64, and count identical rows with

@@ -234,7 +234,12 @@ claims = [
         f"{differences['small'].min():+.3f} to {differences['small'].max():+.3f} (seed spread "
         f"{spread['small']:.3f}), large data {differences['large'].min():+.3f} to "
         f"{differences['large'].max():+.3f} (seed spread {spread['large']:.3f}) nats",
-        "verdict": "not testable here",
+        # rule: "inconclusive" when the small-data difference changes sign across seeds (a measured
+        # null); "holds" when learned is ahead on small data in every seed and behind on large data
+        # in every seed; otherwise "does not hold"
+        "verdict": "inconclusive" if differences["small"].min() < 0 < differences["small"].max()
+        else "holds" if (differences["small"] < 0).all() and (differences["large"] > 0).all()
+        else "does not hold",
     },
     {
         "claim": "Learned positional encodings need longer training.",
