@@ -358,6 +358,15 @@ claims = [
         "verdict": "holds",
     },
     {
+        "claim": "The seed article's relative position class can serve as a layer of a model: its table is "
+        "trained, saved and moved with the model.",
+        "source": "seed article (its RelativePositionalEncoding class)",
+        "measured": f"parameters an nn.Module holding it registers: seed class {registered['seed class']}, "
+        f"posenc {registered['posenc']}",
+        # rule: "does not hold" if the holding module registers none of the seed class's parameters
+        "verdict": "does not hold" if registered["seed class"] == 0 else "holds",
+    },
+    {
         "claim": "A relative position encoding improved a dialogue system's capture of long-range "
         "dependencies by 15%.",
         "source": "seed article",

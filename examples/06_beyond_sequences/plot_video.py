@@ -316,6 +316,15 @@ claims = [
         "verdict": "holds with conditions",
     },
     {
+        "claim": "The seed article's video module encodes any video it is given.",
+        "source": "seed article (its video subclass)",
+        "measured": f"{2 * height}×{2 * width} frames: {other_resolution}; channels-first input accepted "
+        f"without an error, additions moved by up to {layout_change:.1f}",
+        # rule: "does not hold" if another resolution fails or another layout is silently given
+        # other additions
+        "verdict": "does not hold" if other_resolution != "no error" or layout_change > 0 else "holds",
+    },
+    {
         "claim": "The reshaped frame encoding improved action-recognition accuracy by 8%.",
         "source": "seed article",
         "measured": "no video data or trained model on this page",
