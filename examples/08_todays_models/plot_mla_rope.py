@@ -170,8 +170,8 @@ print(f"DeepSeek-V3's 32 rotated pairs: {v3.unchanged} unchanged, {v3.interpolat
       f"{v3.in_between} in between; the 128 nope channels do not rotate, so YaRN's frequencies do not reach them")
 
 # %%
-# "Scale squared or dropped"
-# --------------------------
+# The temperature twice, once or dropped
+# --------------------------------------
 # Other YaRN models have one place for the temperature, cos/sin. Three readings of DeepSeek's
 # config, each a pair :math:`(a, S)`, multiply the rotated part of the logits by :math:`a^2 S`
 # (cos/sin reach both :math:`q^{pe}` and :math:`k^{pe}`) and the nope part by :math:`S`:
@@ -367,7 +367,7 @@ claims = [
     },
     {
         "claim": "transformers applies an explicit YaRN attention_factor as the final cos/sin factor, in place of "
-        "0.1 ln f + 1 (which engines may ignore or multiply).",
+        "0.1 ln f + 1; an engine may ignore the explicit factor, or multiply the two.",
         "source": "transformers 5.24 _compute_yarn_parameters; vLLM #46280, sglang #33558",
         "measured": f"factor 64, attention_factor 1: attention_scaling {explicit[0]} (0.1 ln 64 + 1 = "
         f"{explicit[2]:.4f}); Qwen2.5 factor 4, no key: {qwen_hf:.4f} = 0.1 ln 4 + 1",
