@@ -32,6 +32,7 @@ from posenc.rope import (
     permute_for_half_layout,
     rope_cos_sin,
     rope_inv_freq,
+    yarn_mscale,
 )
 from posenc.packing import cu_seqlens_from_position_ids, document_ids, document_mask, packed_position_ids
 from posenc.rope_config import RopeReport, rope_report
@@ -53,6 +54,7 @@ __all__ = [
     "permute_for_half_layout",
     "rope_cos_sin",
     "rope_inv_freq",
+    "yarn_mscale",
     "mla_permute_for_half_layout",
     "mla_rope",
     "mla_softmax_scale",

@@ -46,13 +46,15 @@ from posenc._checks import (
 )
 from posenc._dtypes import round_once
 from posenc._frequencies import inverse_frequencies
-from posenc._rope_scaling import ROPE_TYPES, RopeScaling, parse_scaling
+from posenc._rope_scaling import ROPE_TYPES, RopeScaling, _real, parse_scaling
+from posenc._rope_scaling import yarn_mscale as _yarn_mscale
 from posenc._rotation import BACKENDS, functorch_active, rotate, rotate_qk, wants_grad
 
 __all__ = [
     "ROPE_LAYOUTS",
     "ROPE_TYPES",
     "rope_inv_freq",
+    "yarn_mscale",
     "rope_cos_sin",
     "axial_rope_cos_sin",
     "ROPE_BACKENDS",
@@ -77,6 +79,47 @@ ROPE_LAYOUTS = ("half", "interleaved")
 # --------------------------------------------------------------------------------------------
 # Inverse frequencies
 # --------------------------------------------------------------------------------------------
+
+
+def yarn_mscale(factor: float, mscale: float = 1.0) -> float:
+    r"""YaRN's attention temperature for a context extended by ``factor``.
+
+    .. math::
+
+        m(s, \mu) = \begin{cases} 0.1\, \mu \ln s + 1 & s > 1, \\ 1 & s \le 1, \end{cases}
+
+    with :math:`s` = ``factor`` and :math:`\mu` = ``mscale``. Plain YaRN multiplies cos and sin
+    by :math:`m(s, 1)` (:func:`rope_inv_freq` returns it as the attention factor); DeepSeek's
+    configs give two :math:`\mu`, ``mscale`` and ``mscale_all_dim``, and split the temperature
+    between cos/sin and the softmax scale (:func:`~posenc.mla_softmax_scale`).
+
+    Parameters
+    ----------
+    factor : float
+        The context-extension factor :math:`s`, > 0.
+    mscale : float, optional
+        :math:`\mu` (default 1), a finite number.
+
+    Returns
+    -------
+    float
+        :math:`m(s, \mu)`.
+
+    Raises
+    ------
+    TypeError
+        If ``factor`` or ``mscale`` is not a real number.
+    ValueError
+        If ``factor`` is not a finite number > 0 or ``mscale`` is not finite.
+
+    References
+    ----------
+    Peng et al., "YaRN: Efficient Context Window Extension of Large Language Models", 2023;
+    transformers 5.24 ``_compute_yarn_parameters`` (``get_mscale``) and DeepSeek-V3's
+    ``yarn_get_mscale``.
+    """
+    return _yarn_mscale(check_positive_float("factor", factor), _real("mscale", mscale))
+
 
 
 def rope_inv_freq(

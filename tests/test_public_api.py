@@ -31,6 +31,7 @@ SPEC = {
         "rope_report": ["config"],
         "rel_shift": ["x"],
         "rope_inv_freq": ["dim", "base", "scaling", "seq_len"],
+        "yarn_mscale": ["factor", "mscale"],
         "rope_cos_sin": ["positions", "dim", "base", "scaling", "layout", "dtype", "device"],
         "apply_rope": ["x", "cos", "sin", "layout"],
         "RotaryEmbedding": ["dim", "base", "scaling", "layout", "max_len"],

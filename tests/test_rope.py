@@ -22,6 +22,7 @@ from posenc.rope import (
     permute_for_half_layout,
     rope_cos_sin,
     rope_inv_freq,
+    yarn_mscale,
 )
 
 LOW_PRECISION = [torch.float16, torch.bfloat16]
@@ -944,3 +945,32 @@ def test_apply_rope_qk_in_place_refuses_torch_func(transform: str) -> None:
             torch.func.vmap(rotate)(q, k)
         else:
             torch.func.jvp(rotate, (q, k), (q, k))
+
+
+# --------------------------------------------------------------------------------------------
+# yarn_mscale: YaRN's attention temperature
+# --------------------------------------------------------------------------------------------
+
+
+def test_yarn_mscale_values_and_the_attention_factor_it_gives() -> None:
+    assert yarn_mscale(40.0) == 0.1 * math.log(40.0) + 1.0
+    assert yarn_mscale(40, 0.707) == 0.1 * 0.707 * math.log(40.0) + 1.0
+    assert yarn_mscale(1.0) == yarn_mscale(0.5) == yarn_mscale(8.0, 0.0) == 1.0  # no extension, or mu = 0
+    # Plain YaRN's attention factor is m(s, 1); DeepSeek's cos/sin factor is a ratio of two.
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
+    assert rope_inv_freq(16, scaling=yarn)[1] == yarn_mscale(4.0)
+    deepseek = {**yarn, "mscale": 0.5, "mscale_all_dim": 1.0}
+    assert rope_inv_freq(16, scaling=deepseek)[1] == pytest.approx(yarn_mscale(4.0, 0.5) / yarn_mscale(4.0), rel=1e-15)
+
+
+@pytest.mark.parametrize(("args", "error", "message"), [
+    (("x",), TypeError, r"^factor must be a real number, got 'x' of type str$"),
+    ((True,), TypeError, r"^factor must be a real number, got True of type bool$"),
+    ((0.0,), ValueError, r"^factor must be a finite number > 0, got 0.0$"),
+    ((float("inf"),), ValueError, r"^factor must be a finite number > 0, got inf$"),
+    ((2.0, "a"), TypeError, r"^mscale must be a real number, got 'a' of type str$"),
+    ((2.0, float("nan")), ValueError, r"^mscale must be finite, got nan$"),
+])
+def test_yarn_mscale_refuses_bad_input(args: tuple, error: type, message: str) -> None:
+    with pytest.raises(error, match=message):
+        yarn_mscale(*args)

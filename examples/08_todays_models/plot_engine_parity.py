@@ -84,8 +84,8 @@ def engine_frequencies(rope) -> tuple[torch.Tensor, float]:
     """Angle per position of each pair, and q/k factor, of an mlx-lm RoPE module."""
     if hasattr(rope, "_freqs"):  # Llama3RoPE, YarnRoPE: periods 1 / theta_i
         return 1.0 / torch.from_numpy(np.array(rope._freqs)).double(), getattr(rope, "mscale", 1.0)
-    exponents = torch.arange(0, rope.dims, 2, dtype=torch.float64) / rope.dims  # nn.RoPE: base, scale
-    return rope.scale * rope.base ** -exponents, 1.0
+    # nn.RoPE: base^(-2i/dims), positions times scale (tests/conformance/test_mlx_refs.py)
+    return rope.scale * posenc.rope_inv_freq(rope.dims, base=rope.base)[0], 1.0
 
 
 # %%

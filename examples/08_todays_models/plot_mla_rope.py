@@ -143,12 +143,9 @@ assert permuted < 1e-14 and misread > 0.5 and same_position < 1e-12
 # the 64 rotated channels, by :math:`a = m(\mu)/m(\mu_{all})`, and the softmax scale, hence all 192
 # channels, by :math:`S = m(\mu_{all})^2`. Both DeepSeek configs set the two equal: cos/sin carry
 # nothing and the whole temperature sits in the softmax scale. Read from the modules built from the
-# real configs (attention modules on the ``meta`` device: only ``scaling`` is read) and from posenc:
-
-
-def yarn(factor, mu):
-    return 1.0 if factor <= 1 else 0.1 * mu * math.log(factor) + 1.0
-
+# real configs (attention modules on the ``meta`` device: only ``scaling`` is read) and from posenc
+# (:func:`posenc.yarn_mscale` is :math:`m`):
+yarn = posenc.yarn_mscale
 
 hf, MODULES = {}, {"DeepSeek-V3": (DeepseekV3Attention, DeepseekV3RotaryEmbedding),
                    "DeepSeek-V2-Lite": (DeepseekV2Attention, DeepseekV2RotaryEmbedding)}
@@ -191,6 +188,7 @@ for name, h in hf.items():
         print(f"{name:>16} {reading:>18} {a:>10.4f} {s:>10.4f} {a * a * s:>10.4f} {s:>10.4f}")
 m_v3 = yarn(40, 1.0)
 assert math.isclose(multiplier["DeepSeek-V3", "twice"][0], m_v3**4) and multiplier["DeepSeek-V3", "dropped"] == (1, 1)
+assert (round(m_v3**4, 2), round(m_v3**2, 2)) == (3.51, 1.87)  # the values the next paragraph names
 
 # %%
 # On DeepSeek-V3, twice multiplies the rotated part by :math:`m^4 \approx 3.51` instead of
@@ -301,9 +299,11 @@ for name, scaling in YARNS.items():
           + f"  {(generic / a_hf) ** 2:>9.3f} {generic**2:>11.3f}")  # (a / a_hf)^2 of each reading
 assert all(math.isclose(f[0], f[1], rel_tol=1e-12) for f in factors.values())
 qwen_hf, _, qwen_ignored, qwen_multiplied = factors["Qwen2.5, factor 4"]
-assert math.isclose(qwen_ignored, qwen_hf) and math.isclose(qwen_hf, 0.1 * math.log(4) + 1)
+assert math.isclose(qwen_ignored, qwen_hf) and math.isclose(qwen_hf, yarn(4.0))
 assert math.isclose(qwen_multiplied, qwen_hf**2)
 print(f"sglang #33558's example, factor 128: {yarn(128, 1.0):.4f} -> {yarn(128, 1.0) ** 2:.4f}")
+explicit_ignored = factors["factor 64, attention_factor 1"][2]
+assert (round(explicit_ignored, 4), round(explicit_ignored**2, 3), round(m_v3, 4)) == (1.4159, 2.005, 1.3689)
 
 # %%
 # Without the keys, ignoring them changes nothing (Qwen2.5); an explicit ``attention_factor`` 1.0
@@ -372,7 +372,7 @@ claims = [
         "measured": f"factor 64, attention_factor 1: attention_scaling {explicit[0]} (0.1 ln 64 + 1 = "
         f"{explicit[2]:.4f}); Qwen2.5 factor 4, no key: {qwen_hf:.4f} = 0.1 ln 4 + 1",
         # rule: "holds" if the explicit config gives exactly 1.0 and the one without keys 0.1 ln 4 + 1
-        "verdict": "holds" if explicit[0] == 1.0 and math.isclose(qwen_hf, 0.1 * math.log(4) + 1)
+        "verdict": "holds" if explicit[0] == 1.0 and math.isclose(qwen_hf, yarn(4.0))
         else "does not hold",
     },
 ]
