@@ -49,6 +49,9 @@ class RopeScheme:
         The scaling type (``"default"`` when there is none).
     base : float
         ``rope_theta`` (after any family multiplier).
+    head_dim : int
+        The head width the frequencies are computed for (DeepSeek's MLA: the rope part,
+        ``qk_rope_head_dim``).
     rotary_dim : int
         Number of channels that rotate.
     factor : float or None
@@ -77,6 +80,7 @@ class RopeScheme:
     name: str
     rope_type: str
     base: float
+    head_dim: int
     rotary_dim: int
     factor: float | None
     original_context: int | None
@@ -358,6 +362,7 @@ def _scheme(name: str, head_dim: int, params: dict[str, Any], warnings: list[str
         name=name,
         rope_type=rope_type,
         base=float(base),
+        head_dim=head_dim,
         rotary_dim=2 * int(turning.sum()),
         factor=factor,
         original_context=original,

@@ -29,6 +29,7 @@ SPEC = {
         "document_ids": ["cu_seqlens"],
         "document_mask": ["cu_seqlens", "causal"],
         "rope_report": ["config"],
+        "rope_parity": ["config", "cos", "sin", "reference", "rotated", "positions", "scheme", "layout", "tolerance"],
         "rel_shift": ["x"],
         "rope_inv_freq": ["dim", "base", "scaling", "seq_len"],
         "yarn_mscale": ["factor", "mscale"],
