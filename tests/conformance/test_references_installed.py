@@ -15,7 +15,7 @@ import pytest
 # "mlx.core", not "mlx": mlx is a namespace package (no __init__.py), which imports even when its
 # compiled core is missing; mlx.core is the extension module the MLX tests call.
 REFERENCES = ["transformers", "x_transformers", "rotary_embedding_torch", "positional_encodings", "timm", "torchtune",
-              "torch_geometric", "scipy", "mlx.core", "mlx_lm"]
+              "torch_geometric", "scipy", "mlx.core", "mlx_lm", "gguf"]
 
 
 @pytest.mark.skipif(not os.environ.get("POSENC_REQUIRE_REFERENCES"), reason="set by `make test` only")
