@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from posenc._checks import check_int, check_nonnegative_int, check_positive_float, check_positive_int
+from posenc.models._distributed import data_parallel, mean_over_processes, share, world
 from posenc.models._transformer import CausalLM, check_tokens
 
 __all__ = ["next_token_loss", "TrainingLog", "train"]
@@ -65,6 +66,11 @@ def train(
     rate rises linearly over ``warmup`` steps, then stays at ``lr``. Dropout draws from the global
     generator, seeded with ``seed`` too, so a run is repeatable. The model is left in eval mode.
 
+    Under ``torchrun`` (an initialised process group), every process draws the same batch, trains
+    on its equal share of the rows through DistributedDataParallel, and logs the whole batch's
+    loss: without dropout the result equals one process's on the whole batch, up to the order of
+    floating-point sums (``loss_fn`` must call the model through its forward only).
+
     Parameters
     ----------
     model : torch.nn.Module
@@ -110,18 +116,20 @@ def train(
         generator = torch.Generator().manual_seed(seed)
         optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
         losses = []
+        rank, processes = world()
+        stepped = data_parallel(model)
         start = time.perf_counter()
         model.train()
         for step in range(steps):
             for group in optimizer.param_groups:
                 group["lr"] = lr * min(1.0, (step + 1) / warmup) if warmup else lr
-            loss = loss_fn(model, make_batch(generator))
+            loss = loss_fn(stepped, share(make_batch(generator), rank, processes))
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if max_grad_norm is not None:
                 nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
             optimizer.step()
-            losses.append(loss.item())
+            losses.append(mean_over_processes(loss).item())
         model.eval()
         return TrainingLog(losses, time.perf_counter() - start)
     finally:
