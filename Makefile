@@ -66,7 +66,7 @@ test: html browser compiler
 test-lib: venv compiler
 	$(PY) -m pytest tests --ignore=tests/docs --ignore=tests/browser
 
-i18n: venv assets
+i18n: venv fonts assets
 	@PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash tools/update-catalogues.sh
 
 check-translations: venv

@@ -35,7 +35,7 @@ __all__ = ["EXPERIMENTS", "RECORDS", "Record", "compare", "experiment", "code_ha
            "stale_records"]
 
 #: The experiments, by name (each a module of this package).
-EXPERIMENTS = ("learned_vs_sinusoidal",)
+EXPERIMENTS = ("learned_vs_sinusoidal", "long_range")
 #: Where records are kept: ``records/`` at the root of the repository.
 RECORDS = Path(__file__).resolve().parents[2] / "records"
 SIZES = ("short", "full")
