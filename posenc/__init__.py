@@ -36,7 +36,7 @@ from posenc.rope import (
 )
 from posenc.packing import cu_seqlens_from_position_ids, document_ids, document_mask, packed_position_ids
 from posenc.rope_config import RopeReport, rope_report
-from posenc.rope_parity import rope_parity
+from posenc.parity import rope_parity
 from posenc.sinusoidal import SinusoidalPositionalEncoding, sinusoidal_frequencies, sinusoidal_table
 
 from posenc import diagnostics, models, numpy  # noqa: E402  (submodules: posenc.diagnostics, ...)

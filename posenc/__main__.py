@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from posenc.rope_config import rope_report
-from posenc.rope_parity import rope_parity
+from posenc.parity import rope_parity
 
 #: Exit status of rope-parity: match, mismatch, bad input.
 MATCH, MISMATCH, BAD_INPUT = 0, 1, 2

@@ -1,7 +1,7 @@
 """Does an engine's RoPE match the model's config? Compare what it produced, and name the bug.
 
 A port of a model to an inference engine reads the config again and implements RoPE again. The
-usual mistakes leave the model running and its outputs wrong. :func:`rope_parity` takes what an
+usual mistakes leave the model running and its outputs wrong. :func:`posenc.rope_parity` takes what an
 engine produced for some positions, either its cos/sin tables or the queries (or keys) before and
 after its rotation, and compares them with what :func:`posenc.rope_report` reads from the config.
 When they differ, it recomputes the expected values under each known porting bug and says which
@@ -23,7 +23,7 @@ from posenc.rope_config import RopeReport, RopeScheme, rope_report
 
 __all__ = ["KNOWN_BUGS", "RopeParityReport", "rope_parity"]
 
-#: The porting bugs :func:`rope_parity` recognises, by name.
+#: The porting bugs :func:`posenc.rope_parity` recognises, by name.
 KNOWN_BUGS: dict[str, str] = {
     "permutation": "the other pairing of channels: the engine rotates pairs the checkpoint does not hold "
     "(the Q/K permutation at conversion skipped, or done where it is not needed)",
@@ -42,7 +42,7 @@ _DEFAULT_BASE = 10000.0
 
 @dataclass
 class RopeParityReport:
-    """The outcome of :func:`rope_parity`. ``str(report)`` is the readable form.
+    """The outcome of :func:`posenc.rope_parity`. ``str(report)`` is the readable form.
 
     Attributes
     ----------
@@ -51,7 +51,7 @@ class RopeParityReport:
     matches : bool
         Whether the engine's values equal posenc's reading of the config within ``tolerance``.
     diagnosis : str or None
-        When they do not match: the key of :data:`KNOWN_BUGS` whose values the engine's match,
+        When they do not match: the key of :data:`posenc.parity.KNOWN_BUGS` whose values the engine's match,
         or ``None`` when no known bug explains the difference.
     errors : dict of str to float
         Largest absolute difference between the engine's values and each candidate:
@@ -88,14 +88,15 @@ class RopeParityReport:
         return dict(vars(self), explanation=KNOWN_BUGS.get(self.diagnosis or ""))
 
     def __str__(self) -> str:
+        what = {"cos/sin": "cos/sin tables", "rotated": "rotated queries/keys"}[self.compared]
         if self.matches:
-            lines = [f"match: the engine's {self.compared} equal posenc's reading of the config"]
+            lines = [f"match: the engine's {what} equal posenc's reading of the config"]
         elif self.diagnosis is not None:
             lines = [f"mismatch, looks like '{self.diagnosis}': {KNOWN_BUGS[self.diagnosis]}"]
         else:
-            lines = [f"mismatch: the engine's {self.compared} match neither the config nor a known bug"]
-        lines.append(f"  compared {self.positions} positions (up to {self.max_position:g}), "
-                     f"{self.layout} layout, tolerance {self.tolerance:.3g}")
+            lines = [f"mismatch: the engine's {what} match neither the config nor a known bug"]
+        lines.append(f"  compared {self.positions} position{'s' if self.positions != 1 else ''} (up to "
+                     f"{self.max_position:g}), {self.layout} layout, tolerance {self.tolerance:.3g}")
         if self.also_within_tolerance:
             lines.append(f"  cannot be told apart at these positions: {', '.join(self.also_within_tolerance)}")
         lines.append("  largest difference from each candidate:")
@@ -180,7 +181,7 @@ def rope_parity(
     as the reference model computes it (``reference``, in the checkpoint's channel order) with the
     engine's result of rotating it (``rotated``). The expected values are computed in float64 from
     :func:`posenc.rope_report`'s reading of the config, then again under each bug of
-    :data:`KNOWN_BUGS` that can apply to this config (``"base"`` only if the base is not 10000,
+    :data:`posenc.parity.KNOWN_BUGS` that can apply to this config (``"base"`` only if the base is not 10000,
     ``"factor …"`` only if the attention factor is not 1, and so on). The engine matches when
     its largest difference from the config's values is within ``tolerance``; otherwise the
     diagnosis is the bug whose values are within it, if one is.
@@ -222,7 +223,7 @@ def rope_parity(
 
     Returns
     -------
-    RopeParityReport
+    posenc.parity.RopeParityReport
         ``matches``, ``diagnosis`` and the difference from every candidate.
 
     Raises

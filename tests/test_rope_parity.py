@@ -12,7 +12,7 @@ import torch
 
 from posenc import apply_rope, rope_cos_sin, rope_report
 from posenc.__main__ import BAD_INPUT, MATCH, MISMATCH, load_array, main
-from posenc.rope_parity import KNOWN_BUGS, rope_parity
+from posenc.parity import KNOWN_BUGS, rope_parity
 
 LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
           "original_max_position_embeddings": 64}

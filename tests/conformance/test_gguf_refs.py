@@ -33,7 +33,7 @@ from transformers import LlamaConfig  # noqa: E402
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb  # noqa: E402
 
 from posenc import half_to_interleaved, rope_inv_freq  # noqa: E402
-from posenc.rope_parity import rope_parity  # noqa: E402
+from posenc.parity import rope_parity  # noqa: E402
 
 HEAD, HEADS, KV_HEADS, BASE, CONTEXT, TARGET = 16, 4, 2, 10000.0, 1024, 4096
 HIDDEN = HEAD * HEADS

@@ -20,7 +20,7 @@ from transformers import LlamaConfig  # noqa: E402
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding  # noqa: E402
 
 from posenc import half_to_interleaved, rope_inv_freq  # noqa: E402
-from posenc.rope_parity import rope_parity  # noqa: E402
+from posenc.parity import rope_parity  # noqa: E402
 
 HEAD, HEADS, BASE, CONTEXT, TARGET = 64, 2, 500000.0, 256, 1024
 LLAMA3 = {"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
