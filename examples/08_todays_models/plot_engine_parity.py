@@ -7,9 +7,11 @@ weights are the same, only the code differs. RoPE is a common place for a port t
 quiet one: the converted model still runs, without an error. This page converts a small Llama model
 from transformers 5.24 to MLX (mlx 0.32.4 on the CPU, with mlx-lm 0.32.2's own ``llama`` model
 code), measures how closely the logits agree for the four common RoPE types, then reproduces five
-classic porting bugs on the MLX side and measures what each does. The GGUF route through llama.cpp
-is not run here: building llama.cpp from source is too slow for a page executed at every build of
-the site.
+classic porting bugs on the MLX side and measures what each does. llama.cpp is not run here:
+building it from source is too slow for a page executed at every build of the site. Its GGUF side is
+checked in the conventions table instead, and
+:doc:`/auto_examples/08_todays_models/plot_rope_parity_check` names each bug from the engine's
+queries alone.
 """
 
 # %%
@@ -281,7 +283,9 @@ assert float(fixed.max()) < TOL
 # * The layout and the permutation at conversion: half (``rotate_half``) or interleaved pairs, and the
 #   q/k rows permuted to match. :doc:`/auto_examples/07_troubleshooting/plot_checkpoint_layout_mismatch`.
 # * Per-layer settings (Gemma 3, Llama 4): :doc:`/auto_examples/08_todays_models/plot_per_layer_rope`.
-# * Then compare logits over a few dozen positions with this page's tolerance, not the first token.
+# * Then check the engine's RoPE alone with ``python -m posenc rope-parity``, which names the bug
+#   (:doc:`/auto_examples/08_todays_models/plot_rope_parity_check`), and compare logits over a few dozen
+#   positions with this page's tolerance, not the first token.
 
 # %%
 # Claims tested here
