@@ -366,11 +366,4 @@ claims = [
         # rule: "does not hold" if the holding module registers none of the seed class's parameters
         "verdict": "does not hold" if registered["seed class"] == 0 else "holds",
     },
-    {
-        "claim": "A relative position encoding improved a dialogue system's capture of long-range "
-        "dependencies by 15%.",
-        "source": "seed article",
-        "measured": "no dialogue data or trained model on this page",
-        "verdict": "not testable here",
-    },
 ]

@@ -36,7 +36,7 @@ __all__ = ["EXPERIMENTS", "RECORDS", "Record", "compare", "experiment", "code_ha
 
 #: The experiments, by name (each a module of this package).
 EXPERIMENTS = ("learned_vs_sinusoidal", "long_range")
-#: Where records are kept: ``records/`` at the root of the repository.
+#: The folder of the records, ``records/`` at the root of the repository.
 RECORDS = Path(__file__).resolve().parents[2] / "records"
 SIZES = ("short", "full")
 
@@ -138,7 +138,7 @@ def run(name: str, size: str = "full", seeds: Sequence[int] | None = None, *,
         One of :data:`EXPERIMENTS`.
     size : str
         ``"short"`` or ``"full"``.
-    seeds : sequence of int, optional
+    seeds : list of int, optional
         Default: the configuration's ``seeds``.
     overrides : dict, optional
         Configuration values to replace (a quick check of the runner, such as fewer ``steps``).
@@ -201,6 +201,7 @@ def compare(first: Sequence[float], second: Sequence[float]) -> tuple[str, float
     ``verdict`` is ``"second higher"`` or ``"first higher"`` when ``|difference| > 2 * spread``,
     else ``"inconclusive"``. With one seed the spread is unknown and the verdict is inconclusive.
     """
+    first, second = [float(v) for v in first], [float(v) for v in second]
     if len(first) != len(second) or not first:
         raise ValueError(f"compare needs the same non-zero number of seeds, got {len(first)} and {len(second)}")
     difference = sum(second) / len(second) - sum(first) / len(first)
