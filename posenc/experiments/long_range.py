@@ -2,8 +2,8 @@
 
 Streams of random tokens; at every position the model predicts, with one read-out per distance,
 the tokens D = 1, 4, 12 and 24 positions back. A causal one-layer :class:`posenc.models.Transformer`
-with one head per distance; only ``position`` changes between runs. Page: "Relative positions and
-long-range dependencies".
+with one head per distance; only ``position`` changes between runs. Page: "Long-range dependencies:
+absolute vs relative encodings".
 """
 
 from __future__ import annotations
