@@ -73,8 +73,8 @@ print(f"largest difference between sample 0 and sample 1: {(out[0] - out[1]).abs
 #
 # **The fix.** Say which layout the tensor has. :class:`posenc.SinusoidalPositionalEncoding`
 # takes ``batch_first`` (``True`` by default); with the tutorial's module, transpose to
-# sequence-first before the call and back after it. The practical-use page,
-# :ref:`sphx_glr_auto_examples_03_implementations_plot_practical_use.py`, shows the mirror-image
+# sequence-first before the call and back after it. The lengths-and-layouts page,
+# :ref:`sphx_glr_auto_examples_03_implementations_plot_lengths_and_layouts.py`, shows the mirror-image
 # slip and the other layout choices. (If outputs differ only in batches padded to one length,
 # the cause is the position ids of the padded sequences, the subject of another page of this
 # part.)
