@@ -17,6 +17,7 @@ and with the module printed in both seed articles, which returns ``x + self.pe[:
 # clearer message from posenc:
 import math
 
+import matplotlib.pyplot as plt
 import torch
 from torch import nn
 
@@ -111,6 +112,14 @@ with torch.no_grad():
 # initialised with standard deviation :math:`1/\sqrt{d}`, as in :class:`posenc.TokenEmbedding`.
 # Printing the two norms once is a cheap check.
 assert ratios["nn.Embedding, times sqrt(d)"] < 0.1 and ratios[f"normal, std {std} (BERT, GPT-2)"] > 10
+
+fig, ax = plt.subplots(figsize=(7, 3.6))
+ax.barh(list(ratios), list(ratios.values()), color="C0")
+ax.set_xscale("log")
+ax.axvline(1, color="gray", linestyle="--", linewidth=0.8)
+ax.set_xlabel("|PE| / |embedding| (mean row norms)")
+ax.set_title("Size of the encoding against the embeddings, by initialisation")
+plt.show()
 
 # %%
 # What this shows
