@@ -35,7 +35,7 @@ __all__ = ["EXPERIMENTS", "RECORDS", "Record", "compare", "experiment", "code_ha
            "stale_records"]
 
 #: The experiments, by name (each a module of this package).
-EXPERIMENTS = ("learned_vs_sinusoidal", "long_range")
+EXPERIMENTS = ("learned_vs_sinusoidal", "long_range", "order_without_positions")
 #: The folder of the records, ``records/`` at the root of the repository.
 RECORDS = Path(__file__).resolve().parents[2] / "records"
 SIZES = ("short", "full")
@@ -120,7 +120,8 @@ def _commit() -> str:
 
 
 def _machine(processes: int, backend: str | None) -> dict[str, Any]:
-    return {"python": platform.python_version(), "platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+    return {"python": platform.python_version(), "platform": platform.platform(),
+            "processor": platform.processor() or platform.machine(),
             "cpus": os.cpu_count(), "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
             "processes": processes, "backend": backend}
 
