@@ -139,7 +139,8 @@ sphinx_gallery_conf = {
         for part in ("01_foundations", "02_properties", "03_implementations", "04_variants", "05_comparisons",
                      "06_beyond_sequences", "08_todays_models", "07_troubleshooting")
     ],
-    "reset_modules": ("matplotlib", "posenc_docs.reset_matplotlib", "posenc_docs.report_progress"),
+    "reset_modules": ("matplotlib", "posenc_docs.reset_matplotlib", "posenc_docs.report_progress",
+                      "posenc_ledger.forget_claims"),
     # matplotlib's scraper, plus a pickle of each figure so that it can be re-rendered with its
     # words translated (docs/_ext/posenc_figures.py).
     "image_scrapers": ("posenc_figures.figure_scraper", "posenc_ledger.claims_scraper"),

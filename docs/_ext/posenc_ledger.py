@@ -61,6 +61,20 @@ def claims_scraper(block: Any, block_vars: dict[str, Any], gallery_conf: dict[st
     return ""
 
 
+def forget_claims(gallery_conf: dict[str, Any], fname: str, when: str) -> None:
+    """Before an example runs, delete the rows its previous run recorded (a sphinx-gallery reset hook).
+
+    The run writes them again if the page still ends with ``claims``; a page that no longer tests
+    claims then leaves the ledger instead of keeping the rows of its last run.
+    """
+    if when != "before":
+        return
+    dirs = gallery_conf["gallery_dirs"]
+    for folder in [dirs] if isinstance(dirs, str) else dirs:
+        for path in (Path(gallery_conf["src_dir"]) / folder).rglob(Path(fname).stem + ".claims.json"):
+            path.unlink()
+
+
 class ClaimsLedgerDirective(SphinxDirective):
     """A table of every claim recorded by the gallery, grouped by the page that measured it."""
 

@@ -74,3 +74,16 @@ def test_rows_are_checked() -> None:
     for bad in ([], [{**good, "verdict": "mostly"}], [{**good, "measured": ""}], [{"claim": "c"}]):
         with pytest.raises(ValueError):
             posenc_ledger._check_rows(bad, "example.py")
+
+
+def test_an_example_that_runs_again_forgets_its_previous_rows(tmp_path: Path) -> None:
+    # A page that drops its claims must leave the ledger: its old rows go before it runs again.
+    part = tmp_path / "auto_examples" / "02_properties"
+    part.mkdir(parents=True)
+    (part / "plot_a.claims.json").write_text("{}")
+    (part / "plot_b.claims.json").write_text("{}")
+    conf = {"src_dir": str(tmp_path), "gallery_dirs": ["auto_examples"]}
+    posenc_ledger.forget_claims(conf, "plot_a.py", "after")
+    assert (part / "plot_a.claims.json").exists()
+    posenc_ledger.forget_claims(conf, "plot_a.py", "before")
+    assert not (part / "plot_a.claims.json").exists() and (part / "plot_b.claims.json").exists()
