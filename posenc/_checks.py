@@ -78,6 +78,16 @@ def check_positive_float(name: str, value: Any) -> float:
     return value
 
 
+def check_nonnegative_float(name: str, value: Any) -> float:
+    """Return ``value`` as ``float``; raise if it is not a finite real number ``>= 0``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {value!r} of type {type(value).__name__}")
+    value = float(value)
+    if not (value >= 0.0 and value != float("inf")):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+    return value
+
+
 def check_probability(name: str, value: Any) -> float:
     """Return ``value`` as ``float``; raise if it is not in ``[0, 1)``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):

@@ -9,7 +9,13 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from posenc._checks import check_int, check_nonnegative_int, check_positive_float, check_positive_int
+from posenc._checks import (
+    check_int,
+    check_nonnegative_float,
+    check_nonnegative_int,
+    check_positive_float,
+    check_positive_int,
+)
 from posenc.models._distributed import data_parallel, mean_over_processes, share, world
 from posenc.models._transformer import CausalLM, check_tokens
 
@@ -103,8 +109,7 @@ def train(
     steps = check_positive_int("steps", steps)
     lr = check_positive_float("lr", lr)
     seed = check_int("seed", seed)
-    if weight_decay < 0:
-        raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
+    weight_decay = check_nonnegative_float("weight_decay", weight_decay)
     if max_grad_norm is not None:
         max_grad_norm = check_positive_float("max_grad_norm", max_grad_norm)
     warmup = check_nonnegative_int("warmup", warmup)
