@@ -64,7 +64,8 @@ class RopeParityReport:
         The largest position compared.
     layout : str
         The pairing the expected values use (``"half"`` or ``"interleaved"``); for cos/sin, the
-        way the engine's table repeats its values.
+        way the engine's table repeats its values (``"pairs"`` for one value per pair; the
+        config's layout when the table fits both, as at position 0).
     also_within_tolerance : list of str
         Bugs whose values are within tolerance too: these positions cannot tell them apart from
         the diagnosis (compare more, or later, positions).
@@ -117,9 +118,8 @@ def _candidates(scheme: RopeScheme, seq_len: int) -> dict[str, _Candidate]:
     base = params.pop("rope_theta")
     rope_type = params.get("rope_type", "default")
 
-    def frequencies(base: float, params: dict[str, Any], factor: float | None = None) -> _Candidate:
-        inv_freq, attention = rope_inv_freq(scheme.head_dim, base=base, scaling=params, seq_len=seq_len)
-        return _Candidate(inv_freq, attention if factor is None else factor)
+    def frequencies(base: float, params: dict[str, Any]) -> _Candidate:
+        return _Candidate(*rope_inv_freq(scheme.head_dim, base=base, scaling=params, seq_len=seq_len))
 
     right = frequencies(base, params)
     found = {"config": right}
@@ -277,7 +277,7 @@ def rope_parity(
     max_angle = float(positions.abs().max()) * max(float(c.inv_freq.abs().max()) for c in candidates.values())
     angle_tolerance = _float32_angle_tolerance(max_angle, first.dtype)
     if tables:
-        errors, used_layout = _table_errors(cos, sin, chosen, positions, candidates)
+        errors, used_layout = _table_errors(cos, sin, chosen, positions, candidates, layout)
         default_tolerance = angle_tolerance * max(1.0, max(c.attention_factor for c in candidates.values()))
         notes.append("cos/sin cannot show the Q/K permutation: compare rotated queries or keys for that")
     else:
@@ -328,31 +328,32 @@ def _squeezed(x: torch.Tensor, name: str) -> torch.Tensor:
 
 def _table_errors(
     cos: torch.Tensor, sin: torch.Tensor, scheme: RopeScheme, positions: torch.Tensor,
-    candidates: Mapping[str, _Candidate],
+    candidates: Mapping[str, _Candidate], layout: str,
 ) -> tuple[dict[str, float], str]:
+    """Each candidate's largest difference from the tables, in the layout that fits them best (the
+    config's ``layout`` when both fit equally, as at position 0), and that layout."""
     cos, sin = _squeezed(cos, "cos"), _squeezed(sin, "sin")
     width, pairs = cos.shape[-1], scheme.rotary_dim // 2
     layouts: tuple[str, ...]
     if width == pairs:
         layouts = ("pairs",)
     elif width == 2 * pairs:
-        layouts = _LAYOUTS
+        layouts = (layout, *(other for other in _LAYOUTS if other != layout))
     else:
         raise ValueError(f"cos/sin width {width} must be the {pairs} rotated pairs or the "
                          f"{2 * pairs} rotated channels of this config")
-    best: dict[str, float] | None = None
-    best_layout = layouts[0]
-    for layout in layouts:
+    best: tuple[dict[str, float], str] | None = None
+    for repeat in layouts:
         errors = {}
         for name, candidate in candidates.items():
             want_cos, want_sin = _cos_sin(candidate, positions)  # (seq, pairs)
-            if layout != "pairs":
-                want_cos, want_sin = _per_channel(want_cos, layout), _per_channel(want_sin, layout)
+            if repeat != "pairs":
+                want_cos, want_sin = _per_channel(want_cos, repeat), _per_channel(want_sin, repeat)
             errors[name] = max(float((cos - want_cos).abs().max()), float((sin - want_sin).abs().max()))
-        if best is None or min(errors.values()) < min(best.values()):  # the layout the table is in
-            best, best_layout = errors, layout
+        if best is None or min(errors.values()) < min(best[0].values()):  # the layout the table is in
+            best = errors, repeat
     assert best is not None
-    return best, best_layout
+    return best
 
 
 def _rotated_errors(

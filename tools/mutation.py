@@ -64,6 +64,16 @@ def function_of(mutant: str) -> str:
     return name[2:]
 
 
+def timed_out(module: str) -> list[str]:
+    """The mutants of ``module`` whose last result in mutants/ is a timeout."""
+    from mutmut.mutation.data import SourceFileMutationData
+    from mutmut.stats import status_by_exit_code
+
+    data = SourceFileMutationData(path=Path(module))
+    data.load()
+    return sorted(key for key, code in data.exit_code_by_key.items() if status_by_exit_code[code] == "timeout")
+
+
 def summarise(module: str, tests: list[str], target: float, wall_s: float | None) -> dict:
     """Counts, kill rate and survivors of ``module`` from mutmut's records in mutants/."""
     from mutmut.mutation.data import SourceFileMutationData
@@ -205,6 +215,16 @@ def main() -> None:
         except SystemExit as stop:
             if stop.code:
                 raise
+        # mutmut also stops a mutant at a wall-clock deadline, which a loaded machine can reach
+        # without any hang: test each timeout once more, alone, before counting it as detected.
+        timeouts = timed_out(module)
+        if timeouts:
+            print(f"re-testing {len(timeouts)} timed-out mutant(s) one at a time")
+            try:
+                mutmut_cli.cli.main(args=["run", "--max-children", "1", *timeouts], standalone_mode=False)
+            except SystemExit as stop:
+                if stop.code:
+                    raise
         wall_s = time.monotonic() - start
     path = write_summary(summarise(module, tests, target, wall_s))
     print(path.read_text(encoding="utf-8").split("\n\n")[0])
