@@ -116,7 +116,6 @@ def _candidates(scheme: RopeScheme, seq_len: int) -> dict[str, _Candidate]:
     """posenc's frequencies for the scheme (``"config"``) and those of every bug that applies."""
     params = dict(scheme.parameters)
     base = params.pop("rope_theta")
-    rope_type = params.get("rope_type", "default")
 
     def frequencies(base: float, params: dict[str, Any]) -> _Candidate:
         return _Candidate(*rope_inv_freq(scheme.head_dim, base=base, scaling=params, seq_len=seq_len))
@@ -127,7 +126,7 @@ def _candidates(scheme: RopeScheme, seq_len: int) -> dict[str, _Candidate]:
     plain = {"rope_type": "default", **partial}
     if base != _DEFAULT_BASE:
         found["base"] = frequencies(_DEFAULT_BASE, params)
-    if rope_type != "default":
+    if scheme.rope_type != "default":
         found["scaling"] = frequencies(base, plain)
         if base != _DEFAULT_BASE:
             found["base and scaling"] = frequencies(_DEFAULT_BASE, plain)

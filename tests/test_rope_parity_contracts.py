@@ -220,6 +220,31 @@ def test_the_default_tolerance_of_rotated_values_scales_with_them() -> None:
     assert result.tolerance == pytest.approx(2 * angle_tolerance(295.0, torch.float32), rel=1e-12)
 
 
+def test_the_default_tolerance_of_rotated_values_grows_with_the_attention_factor() -> None:
+    yarn = {**LLAMA, "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 128}}
+    scheme = rope_report(yarn).scheme
+    cos, sin = rope_cos_sin(POSITIONS, HEAD, scaling={k: v for k, v in scheme.parameters.items() if k != "rope_theta"})
+    x = torch.randn(len(POSITIONS), HEAD, generator=torch.Generator().manual_seed(2))
+    result = rope_parity(yarn, reference=x, rotated=apply_rope(x, cos, sin), positions=POSITIONS)
+    expected = 2 * angle_tolerance(295.0, torch.float32) * float(x.abs().max()) * scheme.attention_factor**2
+    assert result.matches and result.tolerance == pytest.approx(expected, rel=1e-12)
+
+
+def test_the_default_tolerance_follows_the_fastest_pair() -> None:
+    # LongRoPE factors below 1 speed a pair up: the largest angle is then past position times 1.
+    short = [0.5] + [1.0] * (HEAD // 2 - 1)
+    longrope = {**LLAMA, "max_position_embeddings": 1024,
+                "rope_scaling": {"rope_type": "longrope", "short_factor": short, "long_factor": [2.0] * (HEAD // 2),
+                                 "original_max_position_embeddings": 512}}
+    scheme = rope_report(longrope).scheme
+    cos, sin = rope_cos_sin(POSITIONS, HEAD, scaling={k: v for k, v in scheme.parameters.items() if k != "rope_theta"},
+                            dtype=torch.float32)
+    result = rope_parity(longrope, cos=cos, sin=sin, positions=POSITIONS)
+    factor = max(1.0, scheme.attention_factor) ** 2  # the factor applied twice, if there is one
+    assert result.matches
+    assert result.tolerance == pytest.approx(angle_tolerance(295.0 * 2.0, torch.float32) * factor, rel=1e-12)
+
+
 def test_a_table_with_no_attention_factor_keeps_the_angle_tolerance() -> None:
     positions = torch.arange(10)
     cos, sin = rope_cos_sin(positions, HEAD, dtype=torch.float32)
