@@ -24,9 +24,11 @@ language model, measure the damage, and fix it with :func:`posenc.permute_for_ha
 # We train a small causal language model (:class:`posenc.models.CausalLM`: two layers, four
 # heads, width 64) on characters of a few modules of Python's standard library, with RoPE in the
 # interleaved layout (``rope_layout="interleaved"``, as in Meta's original Llama code and
-# RoFormer). One module, ``glob``, is held out. ``STEPS`` sets the length of the run, short
-# enough for two cores; the symptom does not need a well-trained model.
+# RoFormer). One module, ``glob``, is held out. ``STEPS`` sets the length of the run; the
+# default is a short run on two cores; set the environment variable ``POSENC_FULL=1`` for a run
+# five times longer.
 import math
+import os
 import re
 
 import matplotlib.pyplot as plt
@@ -35,7 +37,7 @@ import torch
 import posenc
 from posenc.models import CausalLM, TransformerConfig, next_token_loss, stdlib_corpus, train
 
-STEPS = 400
+STEPS = 2000 if os.environ.get("POSENC_FULL") == "1" else 400
 LENGTH, BATCH = 64, 16
 
 corpus = stdlib_corpus(["textwrap", "string", "shlex", "fnmatch"], ["glob"])

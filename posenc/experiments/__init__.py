@@ -35,7 +35,8 @@ __all__ = ["EXPERIMENTS", "RECORDS", "Record", "compare", "experiment", "code_ha
            "stale_records"]
 
 #: The experiments, by name (each a module of this package).
-EXPERIMENTS = ("learned_vs_sinusoidal", "long_range", "order_without_positions")
+EXPERIMENTS = ("embedding_width", "learned_vs_sinusoidal", "long_range", "order_without_positions",
+               "past_training_length", "stretching_rope", "train_short_test_long", "two_languages")
 #: The folder of the records, ``records/`` at the root of the repository.
 RECORDS = Path(__file__).resolve().parents[2] / "records"
 SIZES = ("short", "full")
