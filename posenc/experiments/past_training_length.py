@@ -16,10 +16,9 @@ import math
 from typing import Any
 
 import torch
-from torch.nn import functional as F
 
 import posenc
-from posenc.models import CausalLM, CharCorpus, TransformerConfig, next_token_loss, stdlib_corpus, train
+from posenc.models import CausalLM, CharCorpus, TransformerConfig, next_token_loss, stdlib_corpus, token_losses, train
 
 #: The models trained on ``train_length`` characters: page name -> ``position``.
 TRAINED = {"learned": "learned", "sinusoidal": "sinusoidal", "RoPE": "rope", "ALiBi": "alibi"}
@@ -98,9 +97,7 @@ def train_models(config: dict[str, Any], corpus: CharCorpus,
 @torch.no_grad()
 def per_position(model: CausalLM, windows: torch.Tensor, length: int) -> torch.Tensor:
     """Held-out loss (nats) at each position ``(length,)``, averaged over the windows ``(n, >= length + 1)``."""
-    tokens = windows[:, : length + 1]
-    logits = model(tokens[:, :-1])  # (n, length, vocab)
-    return F.cross_entropy(logits.transpose(1, 2), tokens[:, 1:], reduction="none").mean(0)
+    return token_losses(model, windows[:, : length + 1]).mean(0)
 
 
 def evaluate(model: CausalLM, windows: torch.Tensor, lengths: list[int],

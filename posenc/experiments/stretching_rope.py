@@ -16,10 +16,9 @@ from functools import lru_cache
 from typing import Any
 
 import torch
-from torch import nn
 
 from posenc import RotaryEmbedding
-from posenc.models import CausalLM, CharCorpus, TransformerConfig, next_token_loss, stdlib_corpus, train
+from posenc.models import CausalLM, CharCorpus, TransformerConfig, next_token_loss, stdlib_corpus, token_losses, train
 
 #: The rotary embeddings compared; each is a ``(base, rope_parameters)`` rule of :func:`methods`.
 METHODS = ("no scaling", "linear", "NTK-aware", "dynamic NTK", "YaRN")
@@ -86,9 +85,7 @@ def batches(config: dict[str, Any], length: int):
 def held_out_loss(model: CausalLM, config: dict[str, Any], length: int) -> float:
     """Mean cross-entropy (nats per character) of the first ``eval_tokens`` held-out characters,
     read in non-overlapping windows of ``length``: the same characters at every length."""
-    ids, count = corpus(config).held_out, config["eval_tokens"]
-    logits = model(ids[:count].view(-1, length))  # (windows, length, vocab)
-    return nn.functional.cross_entropy(logits.flatten(0, 1), ids[1 : count + 1]).item()
+    return token_losses(model, corpus(config).held_out_windows(length, config["eval_tokens"])).mean().item()
 
 
 def train_base(config: dict[str, Any], seed: int) -> tuple[CausalLM, float]:

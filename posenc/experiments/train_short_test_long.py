@@ -11,9 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch import nn
 
-from posenc.models import CausalLM, CharCorpus, TransformerConfig, next_token_loss, stdlib_corpus, train
+from posenc.models import CausalLM, CharCorpus, TransformerConfig, next_token_loss, stdlib_corpus, token_losses, train
 
 ENCODINGS = ("none", "sinusoidal", "learned", "t5", "rope", "alibi", "cope")
 TRAIN_MODULES = ["argparse", "configparser", "difflib", "inspect", "typing", "tarfile"]
@@ -54,21 +53,6 @@ def train_model(config: dict[str, Any], data: CharCorpus, position: str, seed: i
     return model, sum(log.losses[-20:]) / len(log.losses[-20:])
 
 
-@torch.no_grad()
-def token_losses(model: CausalLM, data: CharCorpus, n: int, eval_tokens: int) -> torch.Tensor:
-    """Cross-entropy ``(eval_tokens,)`` of the first held-out characters, in text order, each predicted
-    from the ones before it in its window of ``n`` (``n`` divides ``eval_tokens``)."""
-    inputs = data.held_out[:eval_tokens].view(-1, n)  # (windows, n)
-    targets = data.held_out[1 : eval_tokens + 1]
-    previous_threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as fast as two for this size, and half the CPU time
-    try:
-        logits = model(inputs)  # (windows, n, vocab)
-    finally:
-        torch.set_num_threads(previous_threads)
-    return nn.functional.cross_entropy(logits.flatten(0, 1), targets, reduction="none")
-
-
 def evaluate(config: dict[str, Any], data: CharCorpus, model: CausalLM) -> dict[str, Any]:
     """Loss at each factor, and how the longest windows change each character's loss.
 
@@ -80,7 +64,9 @@ def evaluate(config: dict[str, Any], data: CharCorpus, model: CausalLM) -> dict[
     change over the first ``train_len`` positions (same context in both evaluations, so rounding).
     """
     train_len, longest = config["train_len"], max(config["factors"])
-    losses = {f: token_losses(model, data, f * train_len, config["eval_tokens"]) for f in config["factors"]}
+    with torch.no_grad():  # each held-out character's loss in text order, (eval_tokens,) per factor
+        losses = {f: token_losses(model, data.held_out_windows(f * train_len, config["eval_tokens"])).flatten()
+                  for f in config["factors"]}
     diff = (losses[longest] - losses[1]).view(-1, longest * train_len)  # (windows, n_long)
     change = diff.mean(dim=0)  # (n_long,)
     return {"loss": [losses[f].mean().item() for f in config["factors"]],

@@ -17,9 +17,8 @@ from typing import Any
 
 import pydoc_data.topics
 import torch
-from torch import nn
 
-from posenc.models import CausalLM, CharCorpus, TransformerConfig, next_token_loss, stdlib_corpus, train
+from posenc.models import CausalLM, CharCorpus, TransformerConfig, next_token_loss, stdlib_corpus, token_losses, train
 
 LANGUAGES = ("python", "english")
 ENCODINGS = ("none", "sinusoidal", "learned", "rope", "alibi")
@@ -86,21 +85,12 @@ def train_model(config: dict[str, Any], data: CharCorpus, position: str, seed: i
     return model, log.losses
 
 
-@torch.no_grad()
-def token_losses(model: CausalLM, data: CharCorpus, n: int, eval_tokens: int) -> torch.Tensor:
-    """Cross-entropy ``(eval_tokens // n, n)`` of the first held-out characters, each predicted from
-    the ones before it in its window of ``n`` (``n`` divides ``eval_tokens``)."""
-    inputs = data.held_out[:eval_tokens].view(-1, n)  # (windows, n)
-    targets = data.held_out[1 : eval_tokens + 1].view(-1, n)  # (windows, n)
-    logits = model(inputs)  # (windows, n, vocab)
-    return nn.functional.cross_entropy(logits.transpose(1, 2), targets, reduction="none")  # (windows, n)
-
-
 def evaluate(config: dict[str, Any], data: CharCorpus, model: CausalLM) -> dict[str, Any]:
     """``loss``: held-out loss in windows of ``train_len`` and of ``factor * train_len``; ``curve``: the
     loss in the long windows by position, averaged over windows and groups of ``group`` positions."""
-    short, long = (token_losses(model, data, n, config["eval_tokens"])
-                   for n in (config["train_len"], config["factor"] * config["train_len"]))
+    with torch.no_grad():  # (eval_tokens // n, n) for each window length n
+        short, long = (token_losses(model, data.held_out_windows(n, config["eval_tokens"]))
+                       for n in (config["train_len"], config["factor"] * config["train_len"]))
     by_position = long.mean(dim=0)  # (factor * train_len,)
     return {"loss": [short.mean().item(), long.mean().item()],
             "curve": by_position.view(-1, config["group"]).mean(dim=1).tolist()}  # (factor * train_len / group,)

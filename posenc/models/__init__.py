@@ -6,12 +6,12 @@ same initial shared weights. The encodings are the library's own modules and fun
 to the model by one adapter each (``posenc/models/_encodings.py``).
 
 The package has three parts: the model (:class:`Transformer`, its heads and :class:`KVCache`),
-the training loop (:func:`train`, :func:`next_token_loss`) and the data (:class:`CharCorpus`).
+the training loop (:func:`train`, :func:`next_token_loss`, :func:`token_losses`) and the data (:class:`CharCorpus`).
 """
 
 from posenc.models._config import POSITIONS, TransformerConfig
 from posenc.models._corpus import CharCorpus, stdlib_corpus
-from posenc.models._training import TrainingLog, next_token_loss, train
+from posenc.models._training import TrainingLog, next_token_loss, token_losses, train
 from posenc.models._transformer import Attention, CausalLM, EncoderClassifier, KVCache, Transformer
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "EncoderClassifier",
     "CausalLM",
     "next_token_loss",
+    "token_losses",
     "TrainingLog",
     "train",
     "CharCorpus",

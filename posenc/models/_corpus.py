@@ -95,6 +95,38 @@ class CharCorpus:
         return make_batch
 
 
+    def held_out_windows(self, length: int, count: int) -> torch.Tensor:
+        """The first ``count`` held-out characters cut into consecutive windows of ``length``.
+
+        Window ``k`` holds ids ``k * length ... (k + 1) * length``: its last id is the next
+        window's first, so each of the ``count`` characters after the first id is predicted
+        exactly once, from the characters before it in its window. Reading the same ``count``
+        characters at every ``length`` is what makes losses at different lengths comparable.
+
+        Parameters
+        ----------
+        length : int
+            Number of predictions per window.
+        count : int
+            Number of characters to predict, a multiple of ``length``, at most
+            ``len(held_out) - 1``.
+
+        Returns
+        -------
+        torch.Tensor
+            ``(count // length, length + 1)`` int64 ids, input to :func:`posenc.models.token_losses`.
+        """
+        length = check_positive_int("length", length)
+        count = check_positive_int("count", count)
+        if count % length:
+            raise ValueError(f"count must be a multiple of length = {length}, got {count}")
+        if count + 1 > len(self.held_out):
+            raise ValueError(
+                f"count must be at most len(held_out) - 1 = {len(self.held_out) - 1}, got {count}"
+            )
+        return self.held_out[: count + 1].unfold(0, length + 1, length)  # (count // length, length + 1)
+
+
 def stdlib_corpus(train_modules: list[str], held_out_modules: list[str]) -> CharCorpus:
     """A :class:`CharCorpus` of modules of the running Python's standard library.
 

@@ -19,7 +19,13 @@ from posenc._checks import (
 from posenc.models._distributed import data_parallel, mean_over_processes, share, world
 from posenc.models._transformer import CausalLM, check_tokens
 
-__all__ = ["next_token_loss", "TrainingLog", "train"]
+__all__ = ["next_token_loss", "token_losses", "TrainingLog", "train"]
+
+
+def _check_sequence(tokens: torch.Tensor) -> None:
+    check_tokens(tokens)
+    if tokens.shape[1] < 2:
+        raise ValueError(f"tokens need at least 2 positions to predict one, got seq={tokens.shape[1]}")
 
 
 def next_token_loss(model: CausalLM, tokens: torch.Tensor) -> torch.Tensor:
@@ -37,11 +43,33 @@ def next_token_loss(model: CausalLM, tokens: torch.Tensor) -> torch.Tensor:
     torch.Tensor
         Scalar loss (natural log).
     """
-    check_tokens(tokens)
-    if tokens.shape[1] < 2:
-        raise ValueError(f"tokens need at least 2 positions to predict one, got seq={tokens.shape[1]}")
+    _check_sequence(tokens)
     logits = model(tokens[:, :-1])  # (batch, seq - 1, vocab)
     return nn.functional.cross_entropy(logits.flatten(0, 1), tokens[:, 1:].flatten())
+
+
+def token_losses(model: CausalLM, tokens: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of each prediction: :func:`next_token_loss` before the mean.
+
+    ``token_losses(model, tokens)[b, i]`` is the loss of predicting ``tokens[b, i + 1]`` from
+    ``tokens[b, : i + 1]``. Averaged over rows it gives the loss by position; on the windows of
+    :meth:`posenc.models.CharCorpus.held_out_windows`, it gives every held-out character's loss in text order.
+
+    Parameters
+    ----------
+    model : CausalLM
+        The language model.
+    tokens : torch.Tensor
+        Integer token ids ``(batch, seq)``, ``seq >= 2``.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(batch, seq - 1)`` losses (natural log), in the grad mode of the caller.
+    """
+    _check_sequence(tokens)
+    logits = model(tokens[:, :-1])  # (batch, seq - 1, vocab)
+    return nn.functional.cross_entropy(logits.transpose(1, 2), tokens[:, 1:], reduction="none")  # (batch, seq - 1)
 
 
 @dataclass
