@@ -16,7 +16,8 @@ import pytest
 import torch
 from torch import nn
 
-from posenc.models import CausalLM, CharCorpus, TrainingLog, TransformerConfig, next_token_loss, stdlib_corpus, train
+from posenc.models import (CausalLM, CharCorpus, TrainingLog, TransformerConfig, next_token_loss, stdlib_corpus,
+                           token_losses, train)
 
 
 class Scalar(nn.Module):
@@ -256,6 +257,24 @@ def test_next_token_loss_of_two_tokens_is_one_prediction() -> None:
         next_token_loss(model, torch.zeros(2, 3))
 
 
+def test_token_losses_are_each_prediction_before_the_mean() -> None:
+    torch.manual_seed(0)
+    model = CausalLM(TransformerConfig(vocab_size=5, dim=8, num_heads=2, num_layers=1, causal=True)).double().eval()
+    x = torch.tensor([[1, 3, 2, 0], [4, 0, 0, 1]])
+    losses = token_losses(model, x)
+    assert losses.shape == (2, 3)
+    logits = model(x[:, :-1])  # (2, 3, vocab)
+    for b in range(2):
+        for i in range(3):  # the loss of tokens[b, i + 1], from the tokens before it
+            expected = -torch.log_softmax(logits[b, i], dim=-1)[x[b, i + 1]]
+            torch.testing.assert_close(losses[b, i], expected)
+    torch.testing.assert_close(losses.mean(), next_token_loss(model, x))
+    with pytest.raises(ValueError, match=r"^tokens need at least 2 positions to predict one, got seq=1$"):
+        token_losses(model, x[:, :1])
+    with pytest.raises(TypeError, match="tokens"):
+        token_losses(model, torch.zeros(2, 3))
+
+
 # --- CharCorpus and stdlib_corpus -----------------------------------------------------------------
 
 
@@ -313,3 +332,19 @@ def test_stdlib_corpus_reads_utf8_whatever_the_locale(monkeypatch: pytest.Monkey
     monkeypatch.setattr(io, "text_encoding", lambda encoding, stacklevel=2: "ascii" if encoding is None else encoding)
     corpus = stdlib_corpus(["getopt"], ["getopt"])
     assert corpus.decode(corpus.train) == "".join(c if c.isascii() else "?" for c in source)
+
+
+def test_held_out_windows_predict_each_character_once_in_text_order() -> None:
+    corpus = CharCorpus.from_text("abcdefghij", "abcdefghija")  # held-out ids 0 ... 9, 0
+    windows = corpus.held_out_windows(3, 9)
+    assert windows.tolist() == [[0, 1, 2, 3], [3, 4, 5, 6], [6, 7, 8, 9]]
+    assert torch.equal(windows[:, 1:].flatten(), corpus.held_out[1:10])  # every target once, in order
+    assert corpus.held_out_windows(5, 10).tolist() == [[0, 1, 2, 3, 4, 5], [5, 6, 7, 8, 9, 0]]  # count = len - 1
+    with pytest.raises(ValueError, match="^count must be a multiple of length = 3, got 10$"):
+        corpus.held_out_windows(3, 10)
+    with pytest.raises(ValueError, match=r"^count must be at most len\(held_out\) - 1 = 10, got 12$"):
+        corpus.held_out_windows(4, 12)
+    with pytest.raises(ValueError, match="^length must be a positive integer, got 0$"):
+        corpus.held_out_windows(0, 3)
+    with pytest.raises(ValueError, match="^count must be a positive integer, got 0$"):
+        corpus.held_out_windows(3, 0)

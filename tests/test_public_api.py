@@ -69,6 +69,7 @@ SPEC = {
     },
     posenc.models: {
         "Transformer": ["config"],
+        "token_losses": ["model", "tokens"],
         "TransformerConfig": ["position", "sliding_window", "layer_types", "local_rope_base", "local_rope_scaling",
                               "nope_layers"],
     },
