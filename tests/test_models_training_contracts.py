@@ -340,6 +340,7 @@ def test_held_out_windows_predict_each_character_once_in_text_order() -> None:
     assert windows.tolist() == [[0, 1, 2, 3], [3, 4, 5, 6], [6, 7, 8, 9]]
     assert torch.equal(windows[:, 1:].flatten(), corpus.held_out[1:10])  # every target once, in order
     assert corpus.held_out_windows(5, 10).tolist() == [[0, 1, 2, 3, 4, 5], [5, 6, 7, 8, 9, 0]]  # count = len - 1
+    assert corpus.held_out_windows(1, 3).tolist() == [[0, 1], [1, 2], [2, 3]]  # no window past count
     with pytest.raises(ValueError, match="^count must be a multiple of length = 3, got 10$"):
         corpus.held_out_windows(3, 10)
     with pytest.raises(ValueError, match=r"^count must be at most len\(held_out\) - 1 = 10, got 12$"):
