@@ -18,6 +18,7 @@ import torch
 
 from posenc.models import CausalLM, CharCorpus, TransformerConfig, next_token_loss, stdlib_corpus, train
 
+#: The two training sets, all of the training modules and their first ``small_chars`` characters.
 DATASETS = ("large", "small")
 COMMON = {"window": 32, "batch": 16, "lr": 3e-3, "warmup": 20, "head_dim": 16, "small_chars": 4096,
           "train_windows": 1024, "train_modules": ["argparse", "difflib", "functools", "statistics", "calendar"],

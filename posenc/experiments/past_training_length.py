@@ -20,12 +20,13 @@ import torch
 import posenc
 from posenc.models import CausalLM, CharCorpus, TransformerConfig, next_token_loss, stdlib_corpus, token_losses, train
 
-#: The models trained on ``train_length`` characters: page name -> ``position``.
+#: The models trained on ``train_length`` characters, page name -> ``position``.
 TRAINED = {"learned": "learned", "sinusoidal": "sinusoidal", "RoPE": "rope", "ALiBi": "alibi"}
 #: RoPE scaling swapped into the trained RoPE model (factor = longest length / training length).
 SCALED = ("RoPE + linear x4", "RoPE + dynamic NTK x4")
 #: The RoPE model trained further on windows of the longest length.
 LONGER = "RoPE, trained on 256 more"
+#: Every model of a run, the trained ones, then the scaled ones and the one trained longer.
 NAMES = (*TRAINED, *SCALED, LONGER)
 COMMON = {"train_modules": ["argparse", "textwrap", "dataclasses", "inspect"], "held_out_modules": ["pathlib"],
           "train_length": 64, "eval_lengths": [64, 128, 256], "learned_rows": 256, "batch": 32, "lr": 3e-3,

@@ -22,7 +22,7 @@ from posenc.models import CausalLM, CharCorpus, TransformerConfig, next_token_lo
 
 #: The rotary embeddings compared; each is a ``(base, rope_parameters)`` rule of :func:`methods`.
 METHODS = ("no scaling", "linear", "NTK-aware", "dynamic NTK", "YaRN")
-#: The control: the unscaled model fine-tuned on training-length windows.
+#: The name of the control, the unscaled model fine-tuned on training-length windows.
 CONTROL = "no scaling, tuned at train_len"
 COMMON = {"train_modules": ["argparse", "configparser", "difflib", "inspect", "typing", "tarfile"],
           "held_out_modules": ["textwrap", "shutil"], "train_len": 32, "factors": [1, 2, 4, 8], "s": 4,
