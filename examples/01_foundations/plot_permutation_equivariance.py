@@ -27,8 +27,8 @@ sinusoidal positional encoding break it.
 #
 # The output is the same set of vectors, reordered: the layer is *permutation-equivariant*.
 # Nothing in the formula knows where a token stands. We check it with PyTorch's own
-# ``nn.MultiheadAttention`` and a whole ``nn.TransformerEncoderLayer`` (whose feed-forward
-# network and layer norms act on each token separately, so they keep the property).
+# ``nn.MultiheadAttention`` and a whole ``nn.TransformerEncoderLayer`` of torch 2.13 (whose
+# feed-forward network and layer norms act on each token separately, so they keep the property).
 import matplotlib.pyplot as plt
 import torch
 from torch import nn

@@ -88,8 +88,9 @@ print(f"ratio:       {t_product / t_index:9.0f}x")
 # draws its rows from :math:`\mathcal{N}(0, 1/d)`;
 # :meth:`posenc.TokenEmbedding.from_pretrained` copies a given table. Tutorials often say a
 # random table starts with "small random numbers"; that depends on the library: PyTorch's own
-# ``nn.Embedding`` draws from :math:`\mathcal{N}(0, 1)`, and BERT-style models (this one
-# included, ``initializer_range`` in its configuration) from :math:`\mathcal{N}(0, 0.02^2)`.
+# ``nn.Embedding`` (torch 2.13) draws from :math:`\mathcal{N}(0, 1)`, and BERT-style models in
+# transformers 5.24 (this one included, ``initializer_range`` in its configuration) from
+# :math:`\mathcal{N}(0, 0.02^2)`.
 d = table.shape[1]
 torch.manual_seed(0)
 random_embed = posenc.TokenEmbedding(len(vocab), d, scale=False)

@@ -240,16 +240,17 @@ for d in (2, 4, 8):
 #
 # Positions formed in low precision
 # ---------------------------------
-# Everything so far rounded a correct table. A different failure happens when the *positions*
-# are a low-precision tensor before they are multiplied by the frequencies, as in
+# Everything so far rounded a correct table. A different failure happens when the *positions* are a
+# low-precision tensor before they are multiplied by the frequencies, as in
 # ``torch.arange(max_len, dtype=torch.bfloat16)``, in a table built after
-# ``torch.set_default_dtype(torch.bfloat16)``, or under autocast. bfloat16 keeps 8 significant
-# bits, so it holds every integer only up to 256 and then every second, fourth, … integer;
-# float16 keeps 11 bits and its largest finite number is 65504, so larger positions become
-# ``inf``. Two positions that round to the same number get the same row at every width. (This is
-# why Hugging Face's Llama rotary embedding computes its angles in float32: transformers 4.x
-# switched autocast off around them, citing pull request 29285 in a comment; the pinned 5.24
-# has no autocast block and casts the positions and ``inv_freq`` with ``.float()``.)
+# ``torch.set_default_dtype(torch.bfloat16)`` (which torch 2.13 accepts), or under autocast.
+# bfloat16 keeps 8 significant bits, so it holds every integer only up to 256 and then every
+# second, fourth, … integer; float16 keeps 11 bits and its largest finite number is 65504, so
+# larger positions become ``inf``. Two positions that round to the same number get the same row at
+# every width. (This is why Hugging Face's Llama rotary embedding computes its angles in float32:
+# transformers 4.x switched autocast off around them, citing pull request 29285 in a comment; the
+# pinned 5.24 has no autocast block and casts the positions with ``.float()`` and ``inv_freq`` with
+# ``.to(dtype=torch.float)``.)
 #
 # The page is about this naive formula, so we write it out, in the given format throughout,
 # check it against :func:`posenc.sinusoidal_table` in float64, and count identical rows with

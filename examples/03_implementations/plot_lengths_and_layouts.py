@@ -98,12 +98,12 @@ except ValueError as error:
 # -----------------------------
 # PyTorch's language-modelling tutorial stores its table as ``(max_len, 1, d)`` and adds
 # ``pe[:x.size(0)]``: it expects sequence-first input, ``(seq, batch, d)``, the layout that
-# ``nn.Transformer`` expects unless it is given ``batch_first=True``. Much code today, Hugging Face
-# models included, is batch-first, ``(batch, seq, d)``. Given a batch-first tensor, ``x.size(0)``
-# is the batch size: the module takes one row per *sample*, and the extra axis of size 1
-# broadcasts each of them over the sequence. Every token of sample :math:`b` gets the encoding of
-# position :math:`b`. The shapes are compatible, so there is no error. The seed's module has the
-# mirror-image problem: given sequence-first input, ``x.size(1)`` is the batch size.
+# ``nn.Transformer`` (torch 2.13) expects unless it is given ``batch_first=True``. Much code today,
+# Hugging Face models included, is batch-first, ``(batch, seq, d)``. Given a batch-first tensor,
+# ``x.size(0)`` is the batch size: the module takes one row per *sample*, and the extra axis of
+# size 1 broadcasts each of them over the sequence. Every token of sample :math:`b` gets the
+# encoding of position :math:`b`. The shapes are compatible, so there is no error. The seed's
+# module has the mirror-image problem: given sequence-first input, ``x.size(1)`` is the batch size.
 
 
 class TutorialPositionalEncoding(nn.Module):

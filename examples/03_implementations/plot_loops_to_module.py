@@ -274,16 +274,21 @@ for name, module in (("register_buffer", position), ("plain attribute", plain)):
     print(f"{name:>16} {str(as_double):>16} {str(on_meta):>16} {str('pe' in module.state_dict()):>14}")
 
 # %%
-# ``.double()`` converts the float32 numbers already in the buffer; it does not recompute them, so
-# the converted table keeps float32's rounding. :meth:`~posenc.SinusoidalPositionalEncoding.reset_parameters`
-# recomputes the table at the buffer's current dtype:
+# A plain buffer would be cast: ``.double()`` would convert the float32 numbers, keeping float32's
+# rounding. :class:`posenc.SinusoidalPositionalEncoding` recomputes its table instead whenever a
+# cast changes the buffer's dtype, so the float64 module holds the float64 table exactly, the
+# same table :meth:`~posenc.SinusoidalPositionalEncoding.reset_parameters` computes at the
+# buffer's current dtype:
 position64 = copy.deepcopy(position).double()
 exact64 = posenc.sinusoidal_table(64, dim, dtype=torch.float64)
-print(f"after .double():           largest difference from the float64 table "
-      f"{(position64.pe - exact64).abs().max().item():.1e}")
+after_cast = (position64.pe - exact64).abs().max().item()
+print(f"after .double():           largest difference from the float64 table {after_cast:.1e}")
+cast_only = position.pe.double()  # what casting the float32 numbers would give
+print(f"float32 numbers cast:      largest difference from the float64 table "
+      f"{(cast_only - exact64).abs().max().item():.1e}")
 position64.reset_parameters()
-print(f"after reset_parameters(): largest difference from the float64 table "
-      f"{(position64.pe - exact64).abs().max().item():.1e}")
+assert after_cast == 0 and torch.equal(position64.pe, exact64)
+assert not torch.equal(cast_only, exact64)
 
 # %%
 # Dropout

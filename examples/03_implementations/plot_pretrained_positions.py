@@ -66,16 +66,16 @@ def embed(position_ids=None):
 # %%
 # Four ways to touch the positions
 # --------------------------------
-# * **Shifted by two.** RoBERTa numbers its positions from 2 (its padding index plus one);
-#   weights moved between RoBERTa-style and BERT-style code without that offset read every row
-#   two places off. We pass ``position_ids`` that start at 2.
+# * **Shifted by two.** RoBERTa numbers its positions from 2 (its padding index plus one; read in
+#   transformers 5.24); weights moved between RoBERTa-style and BERT-style code without that offset
+#   read every row two places off. We pass ``position_ids`` that start at 2.
 # * **Sinusoidal instead of learned.** The learned table is replaced by
 #   :func:`posenc.sinusoidal_table`, scaled so that its rows have the learned rows' average norm —
 #   a "more principled" encoding, swapped in before fine-tuning.
 # * **No positions.** The table is set to zero: the model sees its tokens and nothing else.
-# * **A longer table.** ``max_position_embeddings`` raised to 1024, with the new rows drawn as
-#   BERT initialises them (normal, standard deviation 0.02) — the usual way to "increase
-#   ``max_len``" of a pretrained model.
+# * **A longer table.** ``max_position_embeddings`` raised to 1024, with the new rows drawn as BERT
+#   initialises them in transformers 5.24 (normal, standard deviation 0.02) — the usual way to
+#   "increase ``max_len``" of a pretrained model.
 length = batch["input_ids"].shape[1]
 original = embed()
 norm = table.norm(dim=1).mean()

@@ -55,8 +55,8 @@ assert buffer.nelement() * buffer.element_size() == 5000 * 512 * 4
 # One seed article says Transformer models usually take 512 dimensions as the standard
 # configuration. 512 is the width of the base model of Vaswani et al. (2017); their big model used
 # 1024. Other models chose otherwise. The default configurations of a few Hugging Face model
-# classes (class defaults, built locally; nothing is downloaded), each the size of one model of its
-# family:
+# classes (transformers 5.24; class defaults, built locally, nothing is downloaded), each the size
+# of one model of its family:
 from transformers import BartConfig, BertConfig, GPT2Config, LlamaConfig, T5Config, ViTConfig
 
 widths = {
@@ -106,8 +106,9 @@ with torch.no_grad():
 # %%
 # Depending on the initialisation, the encoding is either a comparable signal, a small
 # perturbation the tokens drown out, or the larger part of every input vector. PyTorch's default
-# initialisation combined with the :math:`\sqrt{d}` factor hides the positions; embeddings drawn
-# with BERT's and GPT-2's standard deviation (those two models learn their positions instead)
+# initialisation (torch 2.13) combined with the :math:`\sqrt{d}` factor hides the positions;
+# embeddings drawn with BERT's and GPT-2's standard deviation (transformers 5.24; those two
+# models learn their positions instead)
 # would be dominated by a sinusoidal table. The :math:`\sqrt{d}` factor suits embeddings
 # initialised with standard deviation :math:`1/\sqrt{d}`, as in :class:`posenc.TokenEmbedding`.
 # Printing the two norms once is a cheap check.

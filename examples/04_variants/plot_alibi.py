@@ -73,13 +73,13 @@ for head in (0, 3, 7):
 # %%
 # BLOOM's form: the key position alone
 # ------------------------------------
-# BLOOM builds the bias as :math:`m_h\,j` — it depends on the key only. That is not the paper's
-# matrix, but in a row :math:`i` the two differ by :math:`m_h\,i`, a constant, and a softmax does
-# not change when the same number is added to every score of a row. Under a causal mask the
-# attention is therefore identical. Without a mask (a bidirectional encoder) the symmetric form
-# :math:`-m_h|i - j|` (what :func:`posenc.alibi_bias` returns; the paper itself is causal only)
-# penalises keys on both sides, while :math:`m_h\,j` favours the keys at the
-# end: the two give different attention.
+# BLOOM (``build_alibi_tensor`` in transformers 5.24) builds the bias as :math:`m_h\,j` — it
+# depends on the key only. That is not the paper's matrix, but in a row :math:`i` the two differ by
+# :math:`m_h\,i`, a constant, and a softmax does not change when the same number is added to every
+# score of a row. Under a causal mask the attention is therefore identical. Without a mask (a
+# bidirectional encoder) the symmetric form :math:`-m_h|i - j|` (what :func:`posenc.alibi_bias`
+# returns; the paper itself is causal only) penalises keys on both sides, while :math:`m_h\,j`
+# favours the keys at the end: the two give different attention.
 torch.manual_seed(0)
 heads = 8
 scores = torch.randn(heads, seq, seq, dtype=torch.float64)
@@ -108,7 +108,7 @@ for name, mask in (("causal", causal), ("bidirectional", None)):
 # shift; :math:`m_h\,j` shifts by :math:`m_h\,p` for every key), and the padded keys are masked, so
 # the attention of the real tokens is unchanged. BLOOM nevertheless computes its key positions
 # from the attention mask, which keeps its numbers identical too (checked below with its own
-# ``build_alibi_tensor``).
+# ``build_alibi_tensor`` of transformers 5.24).
 pad = 5
 real = seq - pad
 padded_scores = torch.randn(heads, seq, seq, dtype=torch.float64)

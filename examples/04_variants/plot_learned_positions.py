@@ -10,10 +10,10 @@ compare with the sinusoidal one, and what happens one position past its end?
 # %%
 # A table of parameters
 # ---------------------
-# :class:`posenc.LearnedPositionalEncoding` holds an ``nn.Parameter`` of shape
-# ``(max_len, dim)``, drawn from :math:`\mathcal{N}(0, 0.02^2)` as BERT and GPT-2 do, and adds
-# row :math:`p` to the token at position :math:`p`. Unlike the sinusoidal formula, it has no row
-# for a position past ``max_len``: there is nothing to compute, and the module says so.
+# :class:`posenc.LearnedPositionalEncoding` holds an ``nn.Parameter`` of shape ``(max_len, dim)``,
+# drawn from :math:`\mathcal{N}(0, 0.02^2)` as BERT and GPT-2 do in transformers 5.24, and adds row
+# :math:`p` to the token at position :math:`p`. Unlike the sinusoidal formula, it has no row for a
+# position past ``max_len``: there is nothing to compute, and the module says so.
 import importlib.resources
 
 import matplotlib.pyplot as plt

@@ -4,8 +4,8 @@ Reading a model's RoPE config
 
 A Hugging Face ``config.json`` states a model's rotary settings in a handful of keys, and their
 meaning depends on the model family: which length is "original", which channels rotate, whether
-local and global layers share a base, what scales the softmax. What do the configs of models
-people run actually say? :func:`posenc.rope_report` reads a config as ``transformers`` does and
+local and global layers share a base, what scales the softmax. What do the configs of models people
+run actually say? :func:`posenc.rope_report` reads a config as ``transformers`` 5.24 does and
 explains it; ``python -m posenc rope config.json`` (or a model directory) prints the same report,
 and ``--json`` gives it to tools.
 """

@@ -79,8 +79,8 @@ for dtype in (torch.float64, torch.float32):
 # :math:`p\theta_i` in float32, :func:`posenc.rope_cos_sin` computes them in float64 and rounds
 # only the cosines and sines.
 #
-# Hugging Face's Llama writes the same rotation with ``rotate_half``, for the channel layout
-# that pairs :math:`i` with :math:`i + d/2`. Written out, it gives the same bits as
+# Hugging Face's Llama (transformers 5.24) writes the same rotation with ``rotate_half``, for the
+# channel layout that pairs :math:`i` with :math:`i + d/2`. Written out, it gives the same bits as
 # :func:`posenc.apply_rope` with its default ``layout="half"``:
 
 

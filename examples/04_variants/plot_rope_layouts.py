@@ -17,11 +17,12 @@ still depends only on relative positions, and the attention is simply wrong.
 #
 # * **half-split** (``rotate_half``): channel :math:`i` pairs with channel :math:`i + d/2`, and
 #   the cos/sin tables are the frequencies concatenated twice. GPT-NeoX and Hugging Face's
-#   Llama code (and the many models written after it) use it.
+#   Llama code (and the many models written after it) use it (transformers 5.24).
 # * **interleaved**: channel :math:`2i` pairs with :math:`2i + 1`, each frequency repeated twice
 #   in a row. RoFormer, Meta's original Llama code (complex numbers, see
 #   :ref:`sphx_glr_auto_examples_04_variants_plot_rope_derivation.py`), GPT-J's
-#   ``rotate_every_two`` and torchtune use it.
+#   ``rotate_every_two`` (transformers 5.24) and torchtune 0.6.1's ``RotaryPositionalEmbeddings``
+#   use it (torchtune's Qwen2 and Phi-3 modules use the half-split layout).
 #
 # :func:`posenc.rope_cos_sin` and :func:`posenc.apply_rope` take both (``layout="half"`` or
 # ``"interleaved"``; the tables and the rotation must use the same one). The rotation is a
@@ -123,7 +124,8 @@ print(f"R_half == P^T R_int P at positions {check_positions}")
 #
 # because :math:`P P^\top = I`. The scores are the same; the value and output projections are
 # not touched. This row permutation is the ``permute`` function of Hugging Face's
-# ``convert_llama_weights_to_hf.py``, applied to ``wq`` and ``wk`` of Meta's checkpoints;
+# ``convert_llama_weights_to_hf.py`` (read in transformers 4.x sources; the installed 5.24 package
+# has no such file), applied to ``wq`` and ``wk`` of Meta's checkpoints;
 # :func:`posenc.permute_for_half_layout` does it (per head, hence its ``num_heads``
 # argument). We check it on a small attention layer with random weights: 64 tokens of width
 # 64, two heads of width 32.

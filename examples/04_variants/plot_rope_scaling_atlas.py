@@ -12,10 +12,10 @@ frequencies does each method slow down, which does it leave alone, and what else
 # One model, five methods
 # -----------------------
 # A Llama-2-shaped head: :math:`d = 128`, base 10 000, trained on :math:`L_0 = 4096` tokens,
-# extended by a factor :math:`s = 4` (to 16 384). Each method is a Hugging Face
-# ``rope_parameters`` dictionary; :func:`posenc.rope_inv_freq` turns it into the 64 inverse
-# frequencies :math:`\theta_i` (the same numbers as ``transformers``' ``ROPE_INIT_FUNCTIONS``,
-# checked in the library's tests) and the attention factor that multiplies cos and sin.
+# extended by a factor :math:`s = 4` (to 16 384). Each method is a Hugging Face ``rope_parameters``
+# dictionary; :func:`posenc.rope_inv_freq` turns it into the 64 inverse frequencies
+# :math:`\theta_i` (the same numbers as ``ROPE_INIT_FUNCTIONS`` of ``transformers`` 5.24, checked
+# in the library's tests) and the attention factor that multiplies cos and sin.
 #
 # LongRoPE's per-frequency factors come from a search and are part of each model's config; the
 # lists below are made up for this page, in the shape of published ones (1 for the fast

@@ -22,10 +22,10 @@ by it?
 #     b(n) = \min\left(15,\; 8 + \left\lfloor \frac{\ln(n / 8)}{\ln(128 / 8)} \cdot 8
 #     \right\rfloor\right),
 #
-# so bucket widths grow geometrically and ``max_distance = 128`` is where the formula would
-# pass the last bucket. :func:`posenc.t5_relative_position_bucket` gives the same integers as
-# Hugging Face's ``T5Attention._relative_position_bucket`` and as the original Mesh TensorFlow
-# code (both checked in the library's tests).
+# so bucket widths grow geometrically and ``max_distance = 128`` is where the formula would pass
+# the last bucket. :func:`posenc.t5_relative_position_bucket` gives the same integers as Hugging
+# Face's ``T5Attention._relative_position_bucket`` (transformers 5.24) and as the original Mesh
+# TensorFlow code (both checked in the library's tests).
 import matplotlib.pyplot as plt
 import torch
 
@@ -149,10 +149,10 @@ print("distances 0..127 per bucket (keys before the query):", sizes.tolist())
 # %%
 # Where T5 puts the bias
 # ----------------------
-# In T5 the bias is added in self-attention only (encoder and decoder), not in the
-# encoder–decoder (cross) attention, whose queries and keys come from different sequences. It is
-# computed in the first layer of each stack and reused by every later layer. The Hugging Face
-# model says so in its structure; a small randomly initialised T5 (no download) shows which
+# In T5 the bias is added in self-attention only (encoder and decoder), not in the encoder–decoder
+# (cross) attention, whose queries and keys come from different sequences. It is computed in the
+# first layer of each stack and reused by every later layer. The Hugging Face model (transformers
+# 5.24) says so in its structure; a small randomly initialised T5 (no download) shows which
 # attention modules own a ``relative_attention_bias`` table.
 from transformers import T5Config, T5Model  # noqa: E402
 

@@ -5,8 +5,8 @@ Axial RoPE for images: rotating by row and by column
 RoPE rotates the channel pairs of a query or key by angles proportional to its position in a
 sequence. An image patch has two coordinates. Axial RoPE rotates half of the pairs by the row
 and half by the column. Does attention then depend only on the 2-D offset between two patches,
-what do timm and rotary-embedding-torch compute, and what happens when height and width are
-exchanged?
+what do timm 1.0.31 and rotary-embedding-torch 0.9.1 compute, and what happens when height and
+width are exchanged?
 """
 
 # %%

@@ -6,7 +6,7 @@ The nodes of a graph come in no order: their numbering is arbitrary, so "node 5"
 about where the node sits. A position encoding for nodes has to come from the edges. Two common
 ones are the eigenvectors of the graph Laplacian and the probabilities that a random walk
 returns to its start. Where do they place the nodes, how well-defined are they, and how do they
-compare with the transforms of PyTorch Geometric (PyG)?
+compare with the transforms of PyTorch Geometric 2.8.1 (PyG)?
 """
 
 # %%

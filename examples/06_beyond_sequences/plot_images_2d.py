@@ -4,8 +4,8 @@
 
 A Vision Transformer cuts an image into a grid of patches and reads them as one sequence. The
 fixed 2-D sine-cosine encoding gives every patch a vector built from its row and its column.
-MAE and timm both ship one; do they compute the same encoding, which channels hold the row,
-and what happens when height and width are passed the wrong way round?
+MAE and timm (1.0.31) both ship one; do they compute the same encoding, which channels hold the
+row, and what happens when height and width are passed the wrong way round?
 """
 
 # %%

@@ -142,7 +142,7 @@ plt.show()
 # and in a causal model no real token can see the padding after it. The long row has no
 # padding, so it is right either way.
 #
-# The same split applies to libraries. In the installed Hugging Face ``transformers``, the
+# The same split applies to libraries. In Hugging Face ``transformers`` 5.24 (installed), the
 # forward passes of ``GPT2Model`` (learned absolute positions) and ``LlamaModel`` (RoPE) set
 # ``position_ids`` to the column positions (``torch.arange`` over the input, plus the cache
 # length) whenever they are not given, whatever the attention mask — so calling a GPT-2 model

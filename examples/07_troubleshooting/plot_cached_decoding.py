@@ -182,12 +182,12 @@ print(f"max |logit difference|, steps up to length {threshold}: "
 # shifts queries and keys together and relative encodings do not notice.
 #
 # **ALiBi's bias row.** The bias depends on the query's position. ``alibi_bias(heads, 1)`` has
-# shape ``(heads, 1, 1)``: a single distance, 0, which broadcasting copies to every key — the
-# new token sees no distances at all and attends by content only. The first row of the full
-# bias is :math:`-m_h\,j`: the query at 0, so the penalty *grows* towards the newest keys and
-# the head looks back to the start of the sequence. Both are legal shapes, so nothing raises.
-# (BLOOM writes ALiBi as :math:`+m_h\,j`, which does not depend on the query at all; under a
-# causal mask it differs from the row :math:`-m_h\,(i - j)` by the constant :math:`m_h\,i`,
+# shape ``(heads, 1, 1)``: a single distance, 0, which broadcasting copies to every key — the new
+# token sees no distances at all and attends by content only. The first row of the full bias is
+# :math:`-m_h\,j`: the query at 0, so the penalty *grows* towards the newest keys and the head
+# looks back to the start of the sequence. Both are legal shapes, so nothing raises. (BLOOM, in
+# transformers 5.24, writes ALiBi as :math:`+m_h\,j`, which does not depend on the query at all;
+# under a causal mask it differs from the row :math:`-m_h\,(i - j)` by the constant :math:`m_h\,i`,
 # which the softmax ignores, so that form needs no care with a cache.)
 bloom_form = (scores[:, -1:] + posenc.alibi_slopes(heads, dtype=torch.float64)[:, None, None]
               * torch.arange(n, dtype=torch.float64)).softmax(dim=-1)[:, 0]
@@ -252,15 +252,15 @@ fig.suptitle("Dynamic NTK scaling as the sequence grows (d = 32, factor 4)")
 plt.show()
 
 # %%
-# Hugging Face ``transformers`` (the installed version) does what the cached run above does. Its
-# ``dynamic_rope_update`` (``modeling_rope_utils.py``) recomputes ``inv_freq`` whenever
-# ``max(position_ids) + 1`` exceeds the longest length seen so far, and goes back to the
-# original frequencies when a sequence shorter than the threshold arrives; Llama's attention
-# rotates the keys before ``cache.update`` stores them. So during generation past the
-# threshold each new query gets the frequencies of the current length and the cached keys keep
-# theirs. :class:`posenc.RotaryEmbedding` computes the frequencies from the current call's
-# positions alone (not the longest seen), and :class:`posenc.models.KVCache` also stores
-# rotated keys, so the library's model drifts the same way (the comparison above).
+# Hugging Face ``transformers`` 5.24 (the installed version) does what the cached run above does.
+# Its ``dynamic_rope_update`` (``modeling_rope_utils.py``) recomputes ``inv_freq`` whenever
+# ``max(position_ids) + 1`` exceeds the longest length seen so far, and goes back to the original
+# frequencies when a sequence shorter than the threshold arrives; Llama's attention rotates the
+# keys before ``cache.update`` stores them. So during generation past the threshold each new query
+# gets the frequencies of the current length and the cached keys keep theirs.
+# :class:`posenc.RotaryEmbedding` computes the frequencies from the current call's positions alone
+# (not the longest seen), and :class:`posenc.models.KVCache` also stores rotated keys, so the
+# library's model drifts the same way (the comparison above).
 #
 # The fix
 # -------

@@ -24,11 +24,9 @@ language model, measure the damage, and fix it with :func:`posenc.permute_for_ha
 # We train a small causal language model (:class:`posenc.models.CausalLM`: two layers, four
 # heads, width 64) on characters of a few modules of Python's standard library, with RoPE in the
 # interleaved layout (``rope_layout="interleaved"``, as in Meta's original Llama code and
-# RoFormer). One module, ``glob``, is held out. ``STEPS`` sets the length of the run; the
-# default is a short run on two cores; set the environment variable ``POSENC_FULL=1`` for a run
-# five times longer.
+# RoFormer). One module, ``glob``, is held out. ``STEPS`` sets the length of the run, short
+# enough for two cores; the symptom does not need a well-trained model.
 import math
-import os
 import re
 
 import matplotlib.pyplot as plt
@@ -37,7 +35,7 @@ import torch
 import posenc
 from posenc.models import CausalLM, TransformerConfig, next_token_loss, stdlib_corpus, train
 
-STEPS = 2000 if os.environ.get("POSENC_FULL") == "1" else 400
+STEPS = 400
 LENGTH, BATCH = 64, 16
 
 corpus = stdlib_corpus(["textwrap", "string", "shlex", "fnmatch"], ["glob"])
@@ -64,8 +62,8 @@ print(f"training loss, mean of the last 50 steps: {sum(log.losses[-50:]) / 50:.3
 
 # %%
 # Now the conversion as it often goes wrong: a model of the same shape, but written for the
-# half-split layout (Hugging Face's Llama code, GPT-NeoX), and the state dict copied over
-# unchanged. Nothing complains.
+# half-split layout (Hugging Face's Llama code in transformers 5.24, GPT-NeoX), and the state
+# dict copied over unchanged. Nothing complains.
 mixed_up = CausalLM(config("half"))
 report = mixed_up.load_state_dict(original.state_dict())
 mixed_up.eval()
@@ -157,8 +155,9 @@ print(f"positions 1 to {LENGTH - 1}: the mixed-up loss is higher by {gap.min().i
 # Permute the rows of the query and key projections, head by head, so that the numbers the
 # interleaved code paired as :math:`(2i, 2i + 1)` land on channels :math:`(i, i + d/2)`.
 # :func:`posenc.permute_for_half_layout` does this; it is the ``permute`` function of Hugging
-# Face's ``convert_llama_weights_to_hf.py`` (the library's conformance tests compare the two
-# bit for bit). Three details matter:
+# Face's ``convert_llama_weights_to_hf.py``, read in transformers 4.x sources (the installed
+# 5.24 has no such file; the library's conformance tests compare the two bit for bit). Three
+# details matter:
 #
 # * only the query and key rows move — values, output projection and everything else are
 #   copied as they are;

@@ -136,9 +136,9 @@ print(f"sinusoidal_table(10, {d_odd}): shape {tuple(odd.shape)}")
 # GPT-NeoX in `issue 1003 <https://github.com/EleutherAI/gpt-neox/issues/1003>`__; Hugging Face
 # transformers has computed the angles in float32 since `pull request 29285
 # <https://github.com/huggingface/transformers/pull/29285>`__: in 4.x with autocast switched off
-# around them, in the pinned 5.24 with ``.float()`` on the positions and ``inv_freq``, without an
-# autocast block). ``inv_freq`` is a buffer, so
-# ``model.to(torch.bfloat16)`` casts it, and the positions follow.
+# around them, in the pinned 5.24 with ``.float()`` on the positions and
+# ``.to(dtype=torch.float)`` on ``inv_freq``, without an autocast block). ``inv_freq`` is a
+# buffer, so ``model.to(torch.bfloat16)`` casts it, and the positions follow.
 
 
 class TypeAsRotary(nn.Module):

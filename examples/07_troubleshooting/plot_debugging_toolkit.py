@@ -190,10 +190,10 @@ for name in ("correct", "2*i slip", "float16 positions", "concat layout"):
 # %%
 # Extreme lengths
 # ---------------
-# The seed's similarity code builds an ``(L, L, d)`` tensor before reducing it; the similarity
-# matrix alone is ``(L, L)``. At 100 000 positions, where two of the bugs above appear, neither
-# fits in memory, while the other checks of this page grow linearly with the length (the time of
-# :func:`~posenc.diagnostics.min_pairwise_distance` grows with its square):
+# The seed's similarity code builds an ``(L, L, d)`` tensor before reducing it (in torch 2.13); the
+# similarity matrix alone is ``(L, L)``. At 100 000 positions, where two of the bugs above appear,
+# neither fits in memory, while the other checks of this page grow linearly with the length (the
+# time of :func:`~posenc.diagnostics.min_pairwise_distance` grows with its square):
 for length in (256, 4096, LENGTH):
     seed_bytes, matrix_bytes = length * length * d * 4, length * length * 8
     print(f"L = {length:>6}: seed's intermediate tensor {seed_bytes / 2**30:10.3f} GiB, "

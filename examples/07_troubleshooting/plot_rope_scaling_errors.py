@@ -5,7 +5,7 @@
 A model's ``config.json`` gets a RoPE scaling block to reach a longer context, and the model
 either refuses to load, prints warnings nobody can place, or loads silently and then reads long
 inputs worse than it should. We write the usual mistakes as configs, show what the installed
-Hugging Face ``transformers`` does with each and what :func:`posenc.rope_report` says, measure
+Hugging Face ``transformers`` 5.24 does with each and what :func:`posenc.rope_report` says, measure
 which ones change the frequencies, and settle a fear: does raising ``max_position_embeddings``
 apply linear scaling a second time?
 """

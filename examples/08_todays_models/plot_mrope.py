@@ -71,9 +71,9 @@ plt.show()
 # ---------------------------------------------
 # The prompt uses far fewer positions than it has tokens. A decoder that continues by the cache
 # length would put the first generated token far beyond the prompt's positions, so the prompt's
-# ``delta`` = largest position + 1 - number of tokens (negative with pictures) is kept (transformers
-# stores it as ``rope_deltas``) and the token generated after ``cache_length`` cached tokens gets
-# ``cache_length + delta`` on all three axes.
+# ``delta`` = largest position + 1 - number of tokens (negative with pictures) is kept
+# (transformers 5.24 stores it as ``rope_deltas``) and the token generated after ``cache_length``
+# cached tokens gets ``cache_length + delta`` on all three axes.
 next_position = seq + int(deltas[0, 0])  # cache_length = seq after the prompt
 print(f"delta {int(deltas[0, 0])}: first generated token at {next_position} on every axis; largest prompt "
       f"position {int(pos.max())}; the cache length alone would give {seq}")

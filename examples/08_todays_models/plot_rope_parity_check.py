@@ -149,10 +149,11 @@ print(first_row)
 assert first_row.matches and "base" in first_row.also_within_tolerance
 
 # %%
-# * **A difference no known bug explains.** mlx-lm's LongRoPE uses the long factors at every length,
-#   while transformers uses the short ones within the original context (the conventions table's mlx-lm
-#   row). That is not one of the bugs the check knows, and it says so rather than guess. A Phi-3-style
-#   config with LongRoPE factors from 1 to 2 (short) and from 1 to 4 (long), original context 4096:
+# * **A difference no known bug explains.** mlx-lm's LongRoPE uses the long factors at every
+#   length, while transformers 5.24 uses the short ones within the original context (the
+#   conventions table's mlx-lm row). That is not one of the bugs the check knows, and it says so
+#   rather than guess. A Phi-3-style config with LongRoPE factors from 1 to 2 (short) and from 1 to
+#   4 (long), original context 4096:
 pairs = 48
 LONGROPE = {"model_type": "phi3", "hidden_size": 3072, "num_attention_heads": 32, "max_position_embeddings": 131072,
             "original_max_position_embeddings": 4096, "rope_theta": 10000.0,
@@ -170,8 +171,9 @@ assert not unexplained.matches and unexplained.diagnosis is None
 # * **The permutation, from cos/sin alone.** A cos/sin table does not say which channels the engine
 #   pairs; compare rotated queries or keys for that, as above.
 # * **The attention factor in the softmax scale.** Some engines leave YaRN's factor out of cos and sin
-#   and scale the scores instead (DeepSeek's MLA always does). The check expects it on cos and sin, so
-#   such an engine reads as "factor dropped": look at its softmax scale before calling it a bug.
+#   and scale the scores instead (DeepSeek's MLA in transformers 5.24 does, with its released
+#   configs). The check expects it on cos and sin, so such an engine reads as "factor dropped":
+#   look at its softmax scale before calling it a bug.
 #
 # llama.cpp is checked the same way, on the GGUF side: the conventions table's llama.cpp row says what
 # its converter writes and what it reads back, each backed by a test that converts a transformers
