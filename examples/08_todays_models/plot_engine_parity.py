@@ -277,7 +277,7 @@ assert float(fixed.max()) < TOL
 # * ``original_max_position_embeddings`` and ``factor``: the context the frequencies were trained on.
 #   :doc:`/auto_examples/07_troubleshooting/plot_rope_scaling_errors`.
 # * ``attention_factor`` / ``mscale`` / ``mscale_all_dim``: once, on cos/sin or in the softmax scale.
-#   :doc:`/auto_examples/08_todays_models/plot_mla_rope`.
+#   :doc:`/auto_examples/08_todays_models/plot_mla_yarn_factors`.
 # * ``partial_rotary_factor``: the exponent over the rotated width (proportional RoPE excepted).
 #   :doc:`/auto_examples/08_todays_models/plot_partial_rotary`.
 # * The layout and the permutation at conversion: half (``rotate_half``) or interleaved pairs, and the
