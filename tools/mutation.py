@@ -200,7 +200,8 @@ def main() -> None:
         # [tool.mutmut] configuration stands.
         config().only_mutate = [module]
         config().pytest_add_cli_args_test_selection = list(tests)
-        pattern = module.removesuffix(".py").replace("/", ".") + ".*"
+        # A package's __init__.py names its mutants after the package (posenc.experiments.x_…).
+        pattern = module.removesuffix(".py").removesuffix("/__init__").replace("/", ".") + ".*"
         # mutmut takes a copy newer than its source for an already mutated file; a module that
         # the last run only copied (another MODULE) would then get no mutants. Regenerating is
         # cheap, and results of unchanged functions are kept (mutants/<module>.meta).
