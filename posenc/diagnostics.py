@@ -207,6 +207,12 @@ def min_pairwise_distance(pe: torch.Tensor, *, chunk_size: int | None = None) ->
     PairDistance
         ``(distance, i, j)`` with ``i < j``; the first such pair in row-major order on ties.
         ``distance == 0`` means two positions share one encoding.
+
+    Raises
+    ------
+    ValueError
+        If ``pe`` has fewer than 2 rows, a non-finite entry, or rows so long (about 1e153) that
+        their squared norms overflow float64.
     """
     x = _table64(pe)
     length = x.shape[0]
@@ -217,6 +223,10 @@ def min_pairwise_distance(pe: torch.Tensor, *, chunk_size: int | None = None) ->
         chunk_size = max(1, (1 << 22) // length)
     chunk_size = check_positive_int("chunk_size", chunk_size)
     sq_norms = x.square().sum(dim=1)
+    if not math.isfinite(4 * float(sq_norms.max())):  # the fast form below would overflow
+        raise ValueError(f"pe is too large to compare: its largest squared row norm, "
+                         f"{float(sq_norms.max()):.3g}, leaves no headroom in float64 (rows up to about 1e153 "
+                         f"long are supported)")
     # The fast form is off by at most about (dim + 3) * eps * 4 * max|a|^2 per pair; every pair
     # within twice that of the block minimum is re-measured, so the true minimum is among them.
     tol = 8 * (x.shape[1] + 3) * torch.finfo(torch.float64).eps * float(sq_norms.max())
@@ -245,9 +255,13 @@ def min_pairwise_distance(pe: torch.Tensor, *, chunk_size: int | None = None) ->
 def _row_groups(table: torch.Tensor) -> tuple[int, torch.Tensor]:
     """Number of distinct rows and, per row, the index of the first row equal to it."""
     if table.dtype.is_floating_point:
-        # Compare exact bit patterns, after folding -0.0 into +0.0 (equal values).
-        ints = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-        keys = (table + 0.0).contiguous().view(ints[table.element_size()])
+        # Compare exact bit patterns, after folding -0.0 into +0.0 (equal values). The fold works
+        # on the bits: float8 tensors have no arithmetic (``table + 0.0`` raises), and the float8
+        # types without a negative zero convert -0.0 to the pattern of +0.0.
+        ints = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[table.element_size()]
+        keys = table.contiguous().view(ints)
+        negative_zero = torch.tensor(-0.0, device=table.device).to(table.dtype).view(ints)
+        keys = torch.where(keys == negative_zero, 0, keys)
     else:
         keys = table.to(torch.int64)
     _, inverse = torch.unique(keys, dim=0, return_inverse=True)
