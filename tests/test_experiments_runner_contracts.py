@@ -68,3 +68,12 @@ def test_save_writes_indented_json_in_new_folders_by_size(tmp_path: Path) -> Non
     assert load_record("learned_vs_sinusoidal.short", folder) == record
     full = save(type(record)(**{**record.__dict__, "size": "full"}), folder)
     assert full == folder / "learned_vs_sinusoidal.json"
+
+
+def test_the_hash_is_of_the_code_before_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run takes minutes to hours; an edit of the module meanwhile must not enter its record."""
+    calls: list[str] = []
+    monkeypatch.setattr(experiments, "code_hash", lambda name, config: calls.append("hash") or "before")
+    monkeypatch.setattr(experiment("long_range"), "run", lambda config, seed: calls.append("run") or {})
+    record = run("long_range", "short", seeds=[0])
+    assert calls == ["hash", "run"] and record.hash == "before"

@@ -35,7 +35,7 @@ __all__ = ["EXPERIMENTS", "RECORDS", "Record", "compare", "experiment", "code_ha
            "stale_records"]
 
 #: The experiments, by name (each a module of this package).
-EXPERIMENTS = ("embedding_width", "learned_vs_sinusoidal", "long_range", "order_without_positions",
+EXPERIMENTS = ("attention_sinks", "embedding_width", "learned_vs_sinusoidal", "long_range", "order_without_positions",
                "past_training_length", "stretching_rope", "train_short_test_long", "two_languages")
 #: The folder of the records, ``records/`` at the root of the repository.
 RECORDS = Path(__file__).resolve().parents[2] / "records"
@@ -159,10 +159,11 @@ def run(name: str, size: str = "full", seeds: Sequence[int] | None = None, *,
 
     processes = world()[1]
     backend = torch.distributed.get_backend() if processes > 1 else None
+    digest = code_hash(name, config)  # of the code about to run, whatever happens to the file meanwhile
     start = time.perf_counter()
     metrics = {str(seed): module.run(config, seed) for seed in seeds}
     return Record(experiment=name, size=size, config=config, seeds=seeds, metrics=metrics,
-                  hash=code_hash(name, config), commit=_commit(), torch=torch.__version__,
+                  hash=digest, commit=_commit(), torch=torch.__version__,
                   machine=_machine(processes, backend), seconds=round(time.perf_counter() - start, 1),
                   finished=datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
