@@ -44,6 +44,7 @@ extensions = [
     "posenc_conventions",
     "posenc_benchmarks",
     "posenc_glossary",
+    "posenc_rerun",
 ]
 
 root_doc = "index"

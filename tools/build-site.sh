@@ -2,7 +2,8 @@
 # Builds every language of the site (docs/languages.toml) into docs/_build/html/<code>/ plus a root
 # index.
 # Warnings are errors, cross-references are checked, and the build stops if any Chinese
-# message is missing or fuzzy. Unchanged examples and notebooks are not re-run.
+# message is missing or fuzzy. Unchanged examples and notebooks are not re-run, unless posenc/
+# changed (docs/_ext/posenc_rerun.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
@@ -12,19 +13,7 @@ opts=(-W --keep-going -n -q)
 step() { echo "[$1/4 $(( $(date +%s) - start )) s] $2" >&2; }
 out=docs/_build
 
-# 0. sphinx-gallery re-runs an example when its own source changes, myst-nb a notebook when its
-#    cells change; neither notices a change to the library they call. When posenc/ changed since
-#    the last build, drop every example's md5 and the notebook cache, so that every page runs
-#    again and no output of the old library stays on the site. (Examples that have run have new
-#    md5s, those that have not have none, so a build stopped halfway loses nothing.)
 mkdir -p "$out"
-library=$(find posenc -name '*.py' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -d' ' -f1)
-if [ "$(cat "$out/library.sha256" 2>/dev/null)" != "$library" ]; then
-    find docs/auto_examples -name '*.py.md5' -delete 2>/dev/null || true
-    rm -rf "$out/.jupyter_cache"
-    echo "$library" > "$out/library.sha256"
-    echo "posenc/ changed since the last build: every example and notebook runs again" >&2
-fi
 # 1. Extract the English messages (this also runs the gallery examples that changed).
 step 1 "extracting messages; running the examples and notebooks that changed"
 sphinx-build -b gettext "${opts[@]}" -d "$out/doctrees/gettext" docs "$out/gettext"

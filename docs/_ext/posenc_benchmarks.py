@@ -63,7 +63,7 @@ class RecordedBenchmarksDirective(SphinxDirective):
     has_content = True
 
     def run(self) -> list[nodes.Node]:
-        self.env.posenc_benchmark_docs = getattr(self.env, "posenc_benchmark_docs", set()) | {self.env.docname}
+        self.env.note_reread()  # the results folder may gain files
         holder = nodes.container()
         self.state.nested_parse(self.content, self.content_offset, holder)
         items = [item.children[0] for item in holder.findall(nodes.list_item)]
@@ -125,11 +125,6 @@ def _literal(text: str) -> nodes.paragraph:
     return paragraph
 
 
-def _always_outdated(app: Any, env: Any, added: set, changed: set, removed: set) -> list[str]:
-    return sorted(getattr(env, "posenc_benchmark_docs", set()) & env.found_docs)
-
-
 def setup(app: Any) -> dict[str, Any]:
     app.add_directive("recorded-benchmarks", RecordedBenchmarksDirective)
-    app.connect("env-get-outdated", _always_outdated)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -191,11 +191,9 @@ class _Directive(SphinxDirective):
         return paragraph
 
     def _always_reread(self) -> None:
+        # The conformance folder may gain test files: re-read on every build (cheap, two pages).
         self.env.posenc_conventions_docs = getattr(self.env, "posenc_conventions_docs", set()) | {self.env.docname}
-        for path in conformance_files():
-            self.env.note_dependency(str(path))
-        self.env.note_dependency(__file__)
-        self.env.note_dependency(str(DATA))
+        self.env.note_reread()
 
 
 class ConventionsTableDirective(_Directive):
@@ -337,11 +335,6 @@ def resolve_test_links(app: Any, doctree: nodes.document, docname: str) -> None:
             ref["refuri"] = f"{uri}#{test_anchor(test_id)}"
 
 
-def _always_outdated(app: Any, env: Any, added: set, changed: set, removed: set) -> list[str]:
-    # New or changed test files and rows: cheap to re-read both pages on every build.
-    return sorted(getattr(env, "posenc_conventions_docs", set()) & env.found_docs)
-
-
 def _check_conformance_page(app: Any, env: Any) -> None:
     used = getattr(env, "posenc_conventions_docs", set())
     if used and CONFORMANCE_DOC not in env.found_docs:
@@ -358,7 +351,6 @@ def setup(app: Any) -> dict[str, Any]:
     app.add_directive("conventions-table", ConventionsTableDirective)
     app.add_directive("conformance-source", ConformanceSourceDirective)
     app.connect("doctree-resolved", resolve_test_links)
-    app.connect("env-get-outdated", _always_outdated)
     app.connect("env-check-consistency", _check_conformance_page)
     app.connect("env-merge-info", _merge)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -158,29 +158,17 @@ def _other_language_links(app: Any, pagename: str, templatename: str, context: d
         context["copyright"] = _(context["copyright"])
 
 
-def _ui_catalogue_changed(app: Any, env: Any, added: set[str], changed: set[str], removed: set[str]) -> list[str]:
-    """Re-read every page when the project's "sphinx" catalogue changed.
+def _depends_on_the_interface_catalogue(app: Any, docname: str, source: list[str]) -> None:
+    """Re-read a page when the project's "sphinx" catalogue changes.
 
     Sphinx re-reads a page when the page's own catalogue changes, but not for the "sphinx"
     domain, whose strings (napoleon's "References" heading...) are built into the doctrees.
     """
-    import hashlib
-
     language = app.config.language or "en"
-    digest = ""
     for directory in app.config.locale_dirs:
         po = Path(app.srcdir, directory, language, "LC_MESSAGES", "sphinx.po")
         if po.is_file():
-            digest = hashlib.sha256(po.read_bytes()).hexdigest()
-    # Kept beside the doctrees (the environment is not saved when no page changed).
-    stamp = Path(app.doctreedir, "posenc-sphinx-catalogue.sha256")
-    previous = stamp.read_text() if stamp.is_file() else None
-    if previous != digest:
-        stamp.parent.mkdir(parents=True, exist_ok=True)
-        stamp.write_text(digest)
-    if previous is not None and previous != digest:
-        return sorted(env.found_docs)
-    return []
+            app.env.note_dependency(str(po))
 
 
 def _translate_optional(app: Any, doctree: Any) -> None:
@@ -243,26 +231,6 @@ def _gallery_overview_without_toctree(app: Any, docname: str, source: list[str])
         source[0] = _TOCTREE.sub("", source[0])
 
 
-def _navigation_changed(app: Any, env: Any) -> list[str]:
-    """Rewrite every page when the navigation changed, not only the pages that were re-read.
-
-    Sphinx writes a page again when its source changed, but a page's sidebar and its previous /
-    next links also depend on the toctrees of other pages: adding an example to a part leaves its
-    neighbours pointing past it until they are rewritten. The navigation (toctrees and the
-    previous / parent / next relations) is kept in the environment; when it differs from the
-    last build's (or is not known yet), every page is rewritten (a few seconds), otherwise none.
-    """
-    navigation = (
-        {doc: list(children) for doc, children in sorted(env.toctree_includes.items())},
-        env.collect_relations(),
-    )
-    previous = getattr(env, "posenc_navigation", None)
-    env.posenc_navigation = navigation
-    if previous == navigation:
-        return []
-    return sorted(env.found_docs)
-
-
 def _examples_using(app: Any, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
     """End the API entry of a posenc function or class with links to the examples that use it.
 
@@ -273,6 +241,8 @@ def _examples_using(app: Any, what: str, name: str, obj: Any, options: Any, line
     if what not in ("function", "class") or not name.startswith("posenc"):
         return
     index = Path(app.srcdir) / app.config.sphinx_gallery_conf["backreferences_dir"] / "backreferences_all.json"
+    # The links change with the examples while the API page's own source does not.
+    app.env.note_dependency(str(index))
     if not index.exists():
         return
     users = json.loads(index.read_text(encoding="utf-8")).get(name, [])
@@ -284,31 +254,11 @@ def _examples_using(app: Any, what: str, name: str, obj: Any, options: Any, line
         lines += ["", ".. rubric:: Examples using this", ""] + [f"* :doc:`{page}`" for page in pages] + [""]
 
 
-def _api_pages_when_examples_changed(app: Any, env: Any, added: set, changed: set, removed: set) -> list[str]:
-    """Re-read the API pages when the examples' use of posenc names changed.
-
-    Their "Examples using this" links come from sphinx-gallery's backreferences, which change
-    with the examples while the API pages' own sources do not.
-    """
-    index = Path(app.srcdir) / app.config.sphinx_gallery_conf["backreferences_dir"] / "backreferences_all.json"
-    digest = zlib.crc32(index.read_bytes()) if index.exists() else None
-    previous = getattr(env, "posenc_backreferences", None)
-    env.posenc_backreferences = digest
-    if previous == digest:
-        return []
-    return sorted(
-        doc for doc in env.found_docs
-        if ".. automodule:: posenc" in Path(env.doc2path(doc)).read_text(encoding="utf-8")
-    )
-
-
 def setup(app: Any) -> dict[str, Any]:
     app.connect("source-read", _gallery_overview_without_toctree)
     app.connect("autodoc-process-docstring", _examples_using)
-    app.connect("env-get-outdated", _api_pages_when_examples_changed)
-    app.connect("env-updated", _navigation_changed)
     app.connect("html-page-context", _other_language_links)
     app.connect("builder-inited", _chinese_search_fix)
-    app.connect("env-get-outdated", _ui_catalogue_changed)
+    app.connect("source-read", _depends_on_the_interface_catalogue)
     app.connect("doctree-read", _translate_optional)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -13,7 +13,6 @@ computes in Chromium.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -140,6 +139,11 @@ class ExplorerDirective(Directive):
         name = self.arguments[0]
         if name not in LABELS:
             raise self.error(f"unknown explorer {name!r}; known: {sorted(LABELS)}")
+        # The page loads these scripts (with checksums in their URLs), and this file picks them and
+        # holds the labels: a change to any of them re-reads and rewrites the page.
+        env = self.state.document.settings.env
+        for path in (Path(__file__), SCRIPTS / "kit.js", SCRIPTS / f"{name}.js", SCRIPTS / "explorers.css"):
+            env.note_dependency(str(path))
         node = explorer(name=name)
         self.state.nested_parse(self.content, self.content_offset, node)
         items = list(node.findall(nodes.list_item))
@@ -289,17 +293,6 @@ def _write_references(app: Any) -> None:
 SCRIPTS = Path(__file__).resolve().parent.parent / "_static" / "explorers"
 
 
-def _scripts_changed(app: Any, env: Any, added: set, changed: set, removed: set) -> list[str]:
-    """Re-write every page when the explorer scripts, their labels or this extension change."""
-    # This file too: it decides which pages load which scripts.
-    sources = [Path(__file__), *sorted(SCRIPTS.glob("*.js"))]
-    digest = hashlib.sha256(json.dumps(LABELS).encode() + b"".join(p.read_bytes() for p in sources)).hexdigest()
-    if getattr(env, "posenc_explorer_scripts", None) == digest:
-        return []
-    env.posenc_explorer_scripts = digest
-    return sorted(env.found_docs)
-
-
 def _add_scripts_to_explorer_pages(app: Any, pagename: str, templatename: str, context: dict, doctree: Any) -> None:
     """Give a page the explorer scripts it shows, and no others (Sphinx adds them to this page only)."""
     if doctree is None:
@@ -319,5 +312,4 @@ def setup(app: Any) -> dict[str, Any]:
     app.add_directive("posenc-explorer", ExplorerDirective)
     app.connect("html-page-context", _add_scripts_to_explorer_pages)
     app.connect("builder-inited", _write_references)
-    app.connect("env-get-outdated", _scripts_changed)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -289,14 +289,6 @@ def gallery_images(app: Any) -> dict[str, list[Path]]:
     return result
 
 
-def rerun_examples_without_pickles(app: Any) -> None:
-    """Make sphinx-gallery re-run an example whose figures have no pickle (a gallery built before
-    this pipeline existed): drop its md5 so that it counts as changed. Runs before the gallery."""
-    for docname, images in gallery_images(app).items():
-        if any(not pickle_path(image).is_file() for image in images):
-            Path(app.srcdir, docname + ".py.md5").unlink(missing_ok=True)
-
-
 def _load(pickled: Path) -> Any:
     import matplotlib
 
@@ -408,7 +400,6 @@ def render_language(app: Any) -> None:
     logger = logging.getLogger(__name__)
     po = catalogue_path(app)
     catalogue = load_catalogue(po) if po else {}
-    app.env.posenc_figures_changed = set()
     conf = app.config.sphinx_gallery_conf
     thumb_size = conf.get("thumbnail_size", (400, 280))
     for docname, images in gallery_images(app).items():
@@ -444,7 +435,6 @@ def render_language(app: Any) -> None:
                 continue
             finally:
                 _close(fig)
-            app.env.posenc_figures_changed.add(docname)
             if problems:  # no key: the next build renders it again, and warns again
                 sidecar.write_text(json.dumps({"key": None, "alt": alt}, ensure_ascii=False), encoding="utf-8")
                 continue
@@ -459,16 +449,6 @@ def render_language(app: Any) -> None:
             thumb = localized(images[0].parent / "thumb" / f"sphx_glr_{stem}_thumb.png", app)
             if zh_image.is_file() and (not thumb.is_file() or thumb.stat().st_mtime < zh_image.stat().st_mtime):
                 scale_image(str(zh_image), str(thumb), *thumb_size)
-                app.env.posenc_figures_changed.add(docname)
-
-
-def _outdated(app: Any, env: Any, added: set[str], changed: set[str], removed: set[str]) -> list[str]:
-    """Pages to rewrite: those whose localized figures changed, and gallery indexes of changed examples."""
-    touched = set(getattr(env, "posenc_figures_changed", set())) | {d for d in added | changed if d.startswith("auto_examples/")}
-    if not touched:
-        return []
-    indexes = {d for d in env.found_docs if d.startswith("auto_examples/") and d.endswith("index")}
-    return sorted((touched | indexes) & env.found_docs)
 
 
 def localize_doctree(app: Any, doctree: nodes.document) -> None:
@@ -513,6 +493,9 @@ def localize_doctree(app: Any, doctree: nodes.document) -> None:
         elif isinstance(node, pending_xref) and current is not None and node.get("reftype") == "doc":
             target_doc = node["reftarget"].lstrip("/")
             current["posenc_card"] = target_doc
+            # The card shows the example's translated title: re-read when its catalogue changes.
+            for directory in app.config.locale_dirs:
+                app.env.note_dependency(str(Path(app.srcdir, directory, language, "LC_MESSAGES", target_doc + ".po")))
         elif isinstance(node, nodes.raw) and "sphx-glr-thumbnail-title" in node.astext() and current is not None:
             node["posenc_card"] = current.get("posenc_card")
             current = None
@@ -545,9 +528,7 @@ def translate_cards(app: Any, doctree: nodes.document, docname: str) -> None:
 
 
 def setup(app: Any) -> dict[str, Any]:
-    app.connect("builder-inited", rerun_examples_without_pickles, priority=100)  # before sphinx-gallery
     app.connect("builder-inited", render_language)
-    app.connect("env-get-outdated", _outdated)
     app.connect("doctree-read", localize_doctree)
     app.connect("doctree-resolved", translate_cards)
     app.connect("build-finished", write_template)

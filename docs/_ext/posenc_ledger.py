@@ -80,7 +80,7 @@ class ClaimsLedgerDirective(SphinxDirective):
 
     def run(self) -> list[nodes.Node]:
         # The rows come from files the gallery writes during this build: re-read every time.
-        self.env.posenc_ledger_docs = getattr(self.env, "posenc_ledger_docs", set()) | {self.env.docname}
+        self.env.note_reread()
         gallery = Path(self.env.srcdir) / "auto_examples"
         files = sorted(gallery.rglob("*.claims.json"))
         table = nodes.table(classes=["posenc-ledger", "colwidths-given"])
@@ -133,11 +133,6 @@ class ClaimsLedgerDirective(SphinxDirective):
         return ref
 
 
-def _ledger_always_outdated(app: Any, env: Any, added: set, changed: set, removed: set) -> list[str]:
-    return sorted(getattr(env, "posenc_ledger_docs", set()) & env.found_docs)
-
-
 def setup(app: Any) -> dict[str, Any]:
     app.add_directive("claims-ledger", ClaimsLedgerDirective)
-    app.connect("env-get-outdated", _ledger_always_outdated)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

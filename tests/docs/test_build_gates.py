@@ -231,21 +231,3 @@ def test_notebook_figure_fails_the_chinese_build(tmp_path: Path) -> None:
     ''', notebook=_NOTEBOOK % "import matplotlib.pyplot as plt; plt.plot([0, 1]); plt.xlabel('step'); plt.show()")
     assert result.returncode != 0
     assert "a notebook figure would show its English words" in result.stdout + result.stderr
-
-
-def test_gallery_built_without_pickles_reruns_its_example(tmp_path: Path) -> None:
-    """A gallery from before the figure pipeline (PNGs, no pickles) re-runs the example once."""
-    result = _build(tmp_path, _LABELLED, "zh_CN", _PO_HEADER + '''
-    msgid "training loss"
-    msgstr "训练损失"
-    ''')
-    assert result.returncode == 0, result.stdout + result.stderr
-    images = tmp_path / "src" / "auto_examples" / "images"
-    for pickled in images.glob("*.fig.pickle"):
-        pickled.unlink()
-    for rendered in images.glob("*.zh_CN.*"):
-        rendered.unlink()
-    result = _sphinx(tmp_path, "zh_CN")
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert (images / "sphx_glr_plot_case_001.fig.pickle").is_file()
-    assert (images / "sphx_glr_plot_case_001.zh_CN.png").is_file()
