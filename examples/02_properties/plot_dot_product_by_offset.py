@@ -202,7 +202,7 @@ for dim, value in floor_std.items():
 # Everything above is the plain dot product of two encodings. Attention compares
 # :math:`PE_i W_Q` with :math:`PE_j W_K`, and for learned projections the position–position
 # score is in general not even a function of :math:`j - i`, let alone this curve; the page
-# :ref:`sphx_glr_auto_examples_02_properties_plot_relative_rotation.py` measures that. The decay
+# :ref:`sphx_glr_auto_examples_02_properties_plot_rotation_in_attention.py` measures that. The decay
 # seen here describes the encoding, and says little by itself about how a trained model weighs
 # near and far tokens.
 

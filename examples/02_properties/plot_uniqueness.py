@@ -8,6 +8,9 @@ lines. A table in memory, though, is stored in float32, float16 or bfloat16, and
 its positions are. We derive how close two rows can come, turn that into a test for when rounding
 can make two rows identical, and count the identical rows for widths from 2 to 512 and up to
 100 000 positions.
+
+What happens when the positions themselves are formed in low precision is on
+:ref:`a page of its own <sphx_glr_auto_examples_02_properties_plot_low_precision_positions.py>`.
 """
 
 # %%
@@ -62,7 +65,7 @@ import numpy as np
 import torch
 
 import posenc
-from posenc.diagnostics import check_table, collisions, min_pairwise_distance
+from posenc.diagnostics import collisions, min_pairwise_distance
 
 widths = (2, 4, 8, 16, 64, 512)  # the widths checked in detail
 all_widths = [2**n for n in range(1, 10)]  # 2, 4, ..., 512, for the figure
@@ -238,71 +241,6 @@ for d in (2, 4, 8):
 # only after the deeper dip near the end of the 100 000 positions. For :math:`d = 8` the curve
 # stays well above both lines.
 #
-# Positions formed in low precision
-# ---------------------------------
-# Everything so far rounded a correct table. A different failure happens when the *positions* are a
-# low-precision tensor before they are multiplied by the frequencies, as in
-# ``torch.arange(max_len, dtype=torch.bfloat16)``, in a table built after
-# ``torch.set_default_dtype(torch.bfloat16)`` (which torch 2.13 accepts), or under autocast.
-# bfloat16 keeps 8 significant bits, so it holds every integer only up to 256 and then every
-# second, fourth, … integer; float16 keeps 11 bits and its largest finite number is 65504, so
-# larger positions become ``inf``. Two positions that round to the same number get the same row at
-# every width. (This is why Hugging Face's Llama rotary embedding computes its angles in float32:
-# transformers 4.x switched autocast off around them, citing pull request 29285 in a comment; the
-# pinned 5.24 has no autocast block and casts the positions with ``.float()`` and ``inv_freq`` with
-# ``.to(dtype=torch.float)``.)
-#
-# The page is about this naive formula, so we write it out, in the given format throughout,
-# check it against :func:`posenc.sinusoidal_table` in float64, and count identical rows with
-# :func:`posenc.diagnostics.check_table`.
-
-
-def table_from_positions_in(dtype, length, d):
-    """The seed article's formula with positions, frequencies and angles all in ``dtype``."""
-    position = torch.arange(length, dtype=torch.float64).to(dtype)[:, None]
-    omega = posenc.sinusoidal_frequencies(d).to(dtype)
-    pe = torch.empty(length, d, dtype=dtype)
-    pe[:, 0::2] = torch.sin(position * omega)
-    pe[:, 1::2] = torch.cos(position * omega)
-    return pe
-
-
-assert torch.equal(table_from_positions_in(torch.float64, 1000, 64),
-                   posenc.sinusoidal_table(1000, 64, dtype=torch.float64))
-
-exact_positions = torch.arange(length, dtype=torch.float64)
-for dt in dtypes:
-    rounded = exact_positions.to(dt).to(torch.float64)
-    lost = torch.nonzero(rounded != exact_positions).flatten()
-    first_lost = int(lost[0]) if lost.numel() else "none"
-    finite = rounded[torch.isfinite(rounded)]
-    print(f"{names[dt]:>8}: first position that does not survive: {first_lost}; "
-          f"distinct finite positions among {length}: {finite.unique().numel()}; "
-          f"positions that become inf: {int(torch.isinf(rounded).sum())}")
-
-formed_widths = (2, 4, 8, 16, 64)
-formed = {}
-for d in formed_widths:
-    for dt in dtypes:
-        report = check_table(table_from_positions_in(dt, length, d))
-        formed[d, dt] = report.duplicate_rows
-        if d == formed_widths[-1]:
-            print(f"d = {d}, positions in {names[dt]}: has NaN: {report.has_nan}")
-
-print(f"\nrepeated rows among {length} positions, positions formed in ...")
-print(f"{'d':>4}" + "".join(f" {names[dt]:>9}" for dt in dtypes))
-for d in formed_widths:
-    print(f"{d:>4}" + "".join(f" {formed[d, dt]:>9}" for dt in dtypes))
-
-# %%
-# With bfloat16 positions almost every row repeats an earlier one, at every width; with float16
-# the positions past 65504 become ``inf``, their rows ``NaN`` (reported by
-# :func:`~posenc.diagnostics.check_table`; the NaN rows count as repeats of one another), and
-# the positions below it still round in steps. The count no longer falls with the width once
-# :math:`d \ge 4`: width cannot separate positions that are already the same number. Positions
-# formed in float32 are exact up to :math:`2^{24}`, and their rows stay distinct here. The
-# library forms positions in float64 and rounds only the finished table.
-#
 # What this shows
 # ---------------
 # * In exact arithmetic every integer position has its own row, for any even width and base.
@@ -312,8 +250,6 @@ for d in formed_widths:
 #   :math:`\tau = \sqrt{d}\,\varepsilon/2`. That happens for :math:`d = 2` (float16, bfloat16)
 #   and :math:`d = 4` (bfloat16) within 100 000 positions; from :math:`d = 8` on it cannot happen
 #   there in any of the three formats.
-# * Forming the positions in bfloat16 or float16 breaks uniqueness at every width (almost all of
-#   100 000 rows repeat); positions belong in float32 or float64.
 
 # %%
 # Claims tested here
@@ -327,8 +263,7 @@ claims = [
         "source": "seed article",
         "measured": f"repeated rows among 100 000 positions: d = 2, float64: {exact.count}; "
         f"stored in bfloat16: d = 2: {counts[2, bf16]}, d = 4: {counts[4, bf16]}, "
-        f"d >= 8: {sum(counts[d, bf16] for d in widths if d >= 8)}; "
-        f"positions formed in bfloat16 (d = 64): {formed[64, bf16]}",
+        f"d >= 8: {sum(counts[d, bf16] for d in widths if d >= 8)}",
         "verdict": "holds with conditions",
     },
     {

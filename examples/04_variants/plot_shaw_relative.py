@@ -5,8 +5,9 @@ Shaw et al.'s relative positions: clipped distances as embeddings
 Shaw, Uszkoreit and Vaswani (2018) add nothing to the token embeddings. Instead, every
 (query, key) pair inside attention gets a learned vector chosen by the distance between the two
 tokens, and all distances beyond a clipping distance :math:`K` share one vector per direction.
-Which distance, with which sign, what does the layer see of it, what does the clipping forget,
-and how does the short class in the seed article relate to it?
+Which distance, with which sign, what does the layer see of it, and what does the clipping
+forget? The short class in the seed article is read against posenc's in
+:ref:`sphx_glr_auto_examples_04_variants_plot_shaw_seed_code.py`.
 """
 
 # %%
@@ -242,96 +243,6 @@ plt.show()
 # (their reported result, not measured here): in their setting, exact distances mattered only
 # nearby.
 #
-# The seed article's class
-# ------------------------
-# The seed article presents a "simplified implementation" of relative encoding, introduced with
-# Transformer-XL. It is in fact Shaw's scheme — a learned table indexed by a clipped distance —
-# not Transformer-XL's, which projects sinusoids of the distance and adds two global vectors
-# (:ref:`sphx_glr_auto_examples_04_variants_plot_transformer_xl.py`). Here it is, as printed
-# there (a plain class):
-
-
-class RelativePositionalEncoding:
-    def __init__(self, max_rel_pos, d_model):
-        self.max_rel_pos = max_rel_pos
-        self.embeddings = nn.Embedding(2 * max_rel_pos + 1, d_model)
-
-    def forward(self, q_len, k_len):
-        rel_pos = torch.arange(q_len)[:, None] - torch.arange(k_len)[None, :]
-        rel_pos = torch.clamp(rel_pos, -self.max_rel_pos, self.max_rel_pos)
-        return self.embeddings(rel_pos + self.max_rel_pos)
-
-
-# %%
-# Its distance is ``arange(q_len)[:, None] - arange(k_len)[None, :]``, that is :math:`i - j`:
-# query minus key, the opposite sign of the paper and of posenc. To read the seed's index from
-# its own code, give it a table of width 1 whose row :math:`r` holds the number :math:`r - K`:
-# its output is then the clipped distance it uses for each pair.
-
-
-def seed_distances(q_len, k_len):
-    probe = RelativePositionalEncoding(K, 1)
-    with torch.no_grad():
-        probe.embeddings.weight.copy_(torch.arange(-K, K + 1, dtype=torch.float32)[:, None])
-        return probe.forward(q_len, k_len)[..., 0].long()
-
-
-seed_index = seed_distances(n, n) + K  # the row of the seed's table used for each pair
-assert torch.equal(seed_index, index.T)
-assert torch.equal(seed_index, 2 * K - index)
-print("seed index = posenc index transposed:", torch.equal(seed_index, index.T))
-print("seed index = 2K - posenc index:      ", torch.equal(seed_index, 2 * K - index))
-
-# %%
-# For a square matrix, then, the seed's index is posenc's transposed, equivalently :math:`2K`
-# minus posenc's: its row :math:`r` means what posenc's row :math:`2K - r` means. Neither sign is
-# wrong inside one model, but weights moved from one implementation to the other must be
-# flipped, or every key before the query is read as a key after it.
-seed = RelativePositionalEncoding(K, dim)
-ours = posenc.RelativePositionEmbedding(K, dim)
-with torch.no_grad():
-    ours.embedding.weight.copy_(seed.embeddings.weight)
-    unflipped = (ours(n, n) - seed.forward(n, n)).abs().max().item()
-    ours.embedding.weight.copy_(seed.embeddings.weight.flip(0))
-    flipped = (ours(n, n) - seed.forward(n, n)).abs().max().item()
-print(f"seed weights copied as they are:        largest difference {unflipped:.2f}")
-print(f"seed weights flipped (row r -> 2K - r): largest difference {flipped:.1e}")
-
-# %%
-# Two more differences matter in practice. The class does not inherit from ``nn.Module``, so a
-# model that stores it does not register its table: the table is not trained by an optimizer
-# built from ``model.parameters()``, not saved in the ``state_dict`` and not moved by
-# ``model.to(device)``. And with fewer queries than keys — one new token decoding against a
-# cache — it measures distances as if the query were the first token, while posenc places the
-# queries at the end of the keys, where they are.
-
-
-class Holder(nn.Module):
-    def __init__(self, positions):
-        super().__init__()
-        self.positions = positions
-
-
-registered = {}
-for name, module in (("seed class", seed), ("posenc", ours)):
-    holder = Holder(module)
-    registered[name] = sum(p.numel() for p in holder.parameters())
-    print(f"{name:>10}: parameters registered {registered[name]:3d}, "
-          f"state_dict entries {len(holder.state_dict())}")
-
-steps = 6
-posenc_step = (posenc.relative_position_indices(1, steps, K) - K)[0]
-print(f"one query, {steps} keys (a decoding step), clipped distance of each key:")
-print("  posenc, j - i:                   ", posenc_step.tolist())
-print("  seed class, i - j:               ", seed_distances(1, steps)[0].tolist())
-print("  i - j for a query after its keys:", (-posenc_step).tolist())
-
-# %%
-# The new query comes after every cached key, so in the seed's own convention (query minus key)
-# all its distances should be :math:`\ge 0`, largest for the oldest key (the last printed row).
-# The class gives them with the opposite sign and in the opposite order: the newest key looks
-# like the farthest one.
-#
 # What this shows
 # ---------------
 # * Shaw et al.'s layer sees positions only as the clipped distance :math:`j - i` (key minus
@@ -340,9 +251,6 @@ print("  i - j for a query after its keys:", (-posenc_step).tolist())
 # * Beyond :math:`K`, all distances on one side share one vector: one layer cannot tell distance
 #   :math:`K + 1` from distance 50 through its position term, and the table never grows with the
 #   sequence length.
-# * The seed article's class is this scheme with the opposite sign (:math:`i - j`); its weights
-#   load into posenc flipped, and as printed it is neither an ``nn.Module`` nor correct for
-#   cached decoding.
 
 # %%
 # Claims tested here
@@ -356,14 +264,5 @@ claims = [
         "measured": f"scores after a {shift}-token shift change by {shaw_diff:.1e} "
         f"(sinusoidal input: {absolute_diff:.2f}); distances beyond K = {K} share one vector",
         "verdict": "holds",
-    },
-    {
-        "claim": "The seed article's relative position class can serve as a layer of a model: its table is "
-        "trained, saved and moved with the model.",
-        "source": "seed article (its RelativePositionalEncoding class)",
-        "measured": f"parameters an nn.Module holding it registers: seed class {registered['seed class']}, "
-        f"posenc {registered['posenc']}",
-        # rule: "does not hold" if the holding module registers none of the seed class's parameters
-        "verdict": "does not hold" if registered["seed class"] == 0 else "holds",
     },
 ]

@@ -15,9 +15,10 @@ sinusoidal encoding is as good as the best.
 # -----------
 # A *record* is the full-size run of one experiment of :mod:`posenc.experiments`, several seeds
 # per setting (printed below), stored in ``records/`` with the site. Six experiments change
-# nothing but the encoding and include the sinusoidal one. Two do not:
-# :mod:`posenc.experiments.embedding_width` trains only sinusoidal models of several widths, and
-# :mod:`posenc.experiments.stretching_rope` only RoPE models with several scalings. The check
+# nothing but the encoding and include the sinusoidal one. Three do not:
+# :mod:`posenc.experiments.embedding_width` trains only sinusoidal models of several widths,
+# :mod:`posenc.experiments.stretching_rope` only RoPE models with several scalings, and
+# :mod:`posenc.experiments.attention_sinks` only RoPE models read with several caches. The check
 # below fails if an experiment is added, so that this page is revisited.
 import matplotlib.pyplot as plt
 import numpy as np
@@ -27,7 +28,7 @@ from posenc.experiments import EXPERIMENTS, compare, experiment, load_record
 
 USED = ("learned_vs_sinusoidal", "long_range", "order_without_positions", "train_short_test_long",
         "past_training_length", "two_languages")
-LEFT_OUT = ("embedding_width", "stretching_rope")
+LEFT_OUT = ("attention_sinks", "embedding_width", "stretching_rope")
 assert sorted(USED + LEFT_OUT) == sorted(EXPERIMENTS)
 records = {name: load_record(name) for name in USED}
 for name, record in records.items():
@@ -239,7 +240,7 @@ assert len(worse_at_1x) <= 2 < len(worse_somewhere)
 # %%
 # This page runs no build run of its own: it trains nothing. Each experiment's own page runs
 # its small build run and checks that it agrees in direction with its record, for example
-# :ref:`sphx_glr_auto_examples_05_comparisons_plot_train_short_test_long.py` and
+# :ref:`sphx_glr_auto_examples_05_comparisons_plot_alibi_paper_ordering.py` and
 # :ref:`sphx_glr_auto_examples_05_comparisons_plot_learned_vs_sinusoidal.py`.
 #
 # Set beside the claim

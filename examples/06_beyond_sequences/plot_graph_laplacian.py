@@ -1,12 +1,16 @@
 """
-Positions on a graph: Laplacian eigenvectors and random walks
-=============================================================
+Positions on a graph: Laplacian eigenvectors
+============================================
 
 The nodes of a graph come in no order: their numbering is arbitrary, so "node 5" says nothing
 about where the node sits. A position encoding for nodes has to come from the edges. Two common
 ones are the eigenvectors of the graph Laplacian and the probabilities that a random walk
 returns to its start. Where do they place the nodes, how well-defined are they, and how do they
 compare with the transforms of PyTorch Geometric 2.8.1 (PyG)?
+
+This page answers them for the Laplacian eigenvectors; the random-walk encoding, and the nodes
+that no encoding computed from the edges can tell apart, are on
+:ref:`sphx_glr_auto_examples_06_beyond_sequences_plot_graph_random_walk.py`.
 """
 
 # %%
@@ -24,9 +28,8 @@ import networkx as nx
 import numpy as np
 import torch
 from matplotlib.colors import ListedColormap
-from networkx.algorithms.isomorphism import GraphMatcher
 from torch_geometric.data import Data
-from torch_geometric.transforms import AddLaplacianEigenvectorPE, AddRandomWalkPE
+from torch_geometric.transforms import AddLaplacianEigenvectorPE
 
 import posenc
 
@@ -226,7 +229,6 @@ ring_shifted = same_table[shift]  # row of each node under its new number
 rotation = torch.linalg.lstsq(ring_pe, ring_shifted).solution  # ring_shifted = ring_pe @ rotation
 assert torch.allclose(rotation @ rotation.T, torch.eye(2, dtype=torch.float64))
 turn = math.degrees(math.atan2(rotation[0, 1].item(), rotation[0, 0].item()))
-ring_rw = posenc.random_walk_pe(ring_index, ring, 8, dtype=torch.float64)
 ring_adjacency = torch.zeros(ring, ring, dtype=torch.float64)
 ring_adjacency[ring_index[0], ring_index[1]] = 1.0
 # Every node has degree 2, so L = I - A / 2.
@@ -252,79 +254,6 @@ fig.suptitle("Laplacian encoding of a 12-node ring, labelled by node")
 plt.show()
 
 # %%
-# Random-walk encodings
-# ---------------------
-# The random-walk encoding (Dwivedi et al., *Graph Neural Networks with Learnable Structural and
-# Positional Representations*, 2022) avoids eigenvectors altogether. With the transition matrix
-# :math:`P = D^{-1} A` of a walk that moves to a random neighbour at each step, node :math:`i`
-# gets the probabilities of being back at :math:`i` after :math:`1, \dots, K` steps:
-#
-# .. math::
-#
-#     RW_i = \bigl[P_{ii}, (P^2)_{ii}, \dots, (P^K)_{ii}\bigr].
-#
-# There is nothing to choose, no sign and no basis: renumbering the nodes renumbers the rows,
-# exactly. :func:`posenc.random_walk_pe` gives the same numbers as PyG's ``AddRandomWalkPE``:
-steps = 8
-rw_pe = posenc.random_walk_pe(edge_index, n, steps, dtype=torch.float32)
-pyg_rw = AddRandomWalkPE(steps)(karate.clone()).random_walk_pe
-rw_error = (rw_pe - pyg_rw).abs().max().item()
-assert torch.equal(rw_pe[:, 0], torch.zeros(n))  # step 1: no self-loops
-assert rw_error < 1e-6
-rw_renumbered = posenc.random_walk_pe(relabelled, n, steps, dtype=torch.float64)[perm]
-rw_pe64 = posenc.random_walk_pe(edge_index, n, steps, dtype=torch.float64)
-rw_relabel_change = (rw_renumbered - rw_pe64).abs().max().item()
-assert rw_relabel_change < 1e-12
-print(f"random_walk_pe {tuple(rw_pe.shape)} vs PyG AddRandomWalkPE: largest difference {rw_error:.1e}")
-print(f"nodes renumbered: largest change {rw_relabel_change:.1e}")
-
-# %%
-# Step 1 is 0 everywhere (no edge from a node to itself). After two steps the walk is back with
-# probability :math:`\frac{1}{d_i} \sum_{j \sim i} \frac{1}{d_j}`, the average over its friends of
-# one over their number of friends: high for a node whose friends have few friends of their own,
-# which here puts the hubs first (printed below), since most of their many friends know few others.
-# After three steps the walk can only be back by going around a triangle, so the encoding starts to
-# describe the node's neighbourhood, not only degrees.
-top = rw_pe[:, 1].argsort(descending=True)[:3].tolist()
-print("highest return probability after 2 steps: "
-      + ", ".join(f"node {v} (degree {degrees[v].item()})" for v in top))
-fig, axes = plt.subplots(1, 3, figsize=(9, 3.6))
-for ax, step in zip(axes, (2, 3, 4)):
-    values = rw_pe[:, step - 1].numpy()
-    nodes = draw_values(ax, values, f"after {step} steps", cmap="viridis", symmetric=False)
-    fig.colorbar(nodes, ax=ax, shrink=0.7, location="bottom", label="return probability")
-fig.suptitle("Random-walk encoding of the karate club")
-plt.show()
-
-# %%
-# Nodes that no encoding can tell apart
-# -------------------------------------
-# Do these encodings give every node its own row? Not always, and no encoding computed from the
-# edges alone could: members 17 and 21, with the same two friends, are exchanged by a symmetry of
-# the graph (an automorphism, a renumbering that leaves the edge list unchanged). Whatever is
-# computed from the edges is the same for both, unless an arbitrary choice breaks the tie, as the
-# basis of a repeated eigenvalue does. ``networkx`` lists the symmetries; nodes that some symmetry
-# exchanges form one class.
-symmetries = list(GraphMatcher(graph, graph).isomorphisms_iter())
-classes = {frozenset(sym[v] for sym in symmetries) for v in graph}
-lap_distinct = torch.unique(lap_pe.round(decimals=9), dim=0).shape[0]
-rw_distinct = torch.unique(rw_pe64.round(decimals=9), dim=0).shape[0]
-for table, distinct in ((lap_pe, lap_distinct), (rw_pe64, rw_distinct)):
-    assert distinct == len(classes)  # as many distinct rows as classes ...
-    for members in classes:  # ... because rows are equal within each class
-        first = min(members)
-        assert all(torch.allclose(table[v], table[first], rtol=0, atol=1e-12) for v in members)
-print(f"{len(symmetries)} symmetries, {len(classes)} classes of nodes; "
-      f"classes of more than one node: {sorted(sorted(c) for c in classes if len(c) > 1)}")
-print(f"distinct rows: Laplacian (k = {k}) {lap_distinct}, random walk ({steps} steps) {rw_distinct}, "
-      f"of {n} nodes")
-print(f"12-node ring, distinct random-walk rows: {torch.unique(ring_rw.round(decimals=9), dim=0).shape[0]}")
-
-# %%
-# On the karate club, both encodings separate every pair of nodes that a symmetry does not
-# exchange, and no more. On the ring, where every node is like every other, the random-walk rows
-# are all equal, and the Laplacian rows differ only because a basis was picked.
-#
 # What this shows
 # ---------------
 # * Laplacian eigenvectors place the nodes of a graph by its slow waves (on a ring, sines and
@@ -333,22 +262,12 @@ print(f"12-node ring, distinct random-walk rows: {torch.unique(ring_rw.round(dec
 #   call (the random flipping its paper uses in training) and returns float32.
 # * An eigenvalue that repeats leaves the basis undetermined: renumbering the nodes of the karate
 #   club changes the columns of its eigenvalue 1, and on a ring it turns the whole encoding.
-# * Random-walk return probabilities involve no choice and equal PyG's ``AddRandomWalkPE``; like any
-#   encoding computed from the edges, they cannot separate nodes that a symmetry exchanges.
 
 # %%
 # Claims tested here
 # ------------------
 # The claims this page measured, as rows of the site's claims ledger.
 claims = [
-    {
-        "claim": "Position encodings also apply to the nodes of a graph.",
-        "source": "seed article",
-        "measured": f"karate club, {n} nodes: Laplacian encoding (k = {k}) {lap_distinct} distinct rows, "
-        f"random walk ({steps} steps) {rw_distinct}; its symmetries group the nodes into "
-        f"{len(classes)} classes",
-        "verdict": "holds",
-    },
     {
         "claim": "Laplacian eigenvectors give each node of a graph a well-defined position.",
         "source": "common claim",

@@ -4,10 +4,11 @@ Cached decoding differs from the full forward pass
 
 A language model that decodes with a key/value cache should give, at every step, the logits of
 a forward pass over the whole sequence: the cache only saves recomputing the keys and values of
-earlier tokens. When the two disagree, the position of the new token is usually to blame. Three
-ways it goes wrong: the new token gets the wrong position, ALiBi's bias is built for the wrong
-query, or dynamic NTK scaling changes RoPE's frequencies under keys that were rotated with the
-old ones.
+earlier tokens. When the two disagree, the position of the new token is usually to blame. Two
+ways it goes wrong: the new token gets the wrong position, or ALiBi's bias is built for the wrong
+query. A third, dynamic NTK scaling changing RoPE's frequencies under keys that were rotated with
+the old ones, has its own page:
+:ref:`sphx_glr_auto_examples_07_troubleshooting_plot_dynamic_ntk_cache.py`.
 """
 
 # %%
@@ -18,8 +19,6 @@ old ones.
 #   agree; those of every decoded token differ.
 # * With ALiBi, the cached model attends to the wrong tokens: by content alone, as if all keys
 #   were at distance 0, or towards the start of the sequence.
-# * With ``rope_type="dynamic"``, cached and uncached decoding agree up to the trained length
-#   (``max_position_embeddings``) and drift apart after it.
 #
 # Reproduce it
 # ------------
@@ -153,23 +152,6 @@ fig.suptitle("ALiBi with a cache: which bias row the new query gets")
 plt.show()
 
 # %%
-# **Dynamic NTK.** With ``rope_scaling={"rope_type": "dynamic", ...}`` RoPE's base grows with
-# the sequence length :math:`L` once :math:`L` passes ``max_position_embeddings``. We take the
-# RoPE model above with factor 4 and a threshold of 16 tokens (so that the 32-token sequence
-# crosses it), decode with the cache and the default positions, and compare every step with a
-# forward pass over the prefix up to that step — what decoding without a cache computes.
-scaling = {"rope_type": "dynamic", "factor": 4.0, "max_position_embeddings": 16}
-dynamic = model_for("rope", rope_scaling=scaling)
-with torch.no_grad():
-    cached = decode(dynamic, restart_positions=False)[0]
-    uncached = torch.stack([dynamic(tokens[:, : t + 1])[0, -1] for t in range(LENGTH)])
-dynamic_difference = (cached - uncached).abs().amax(dim=-1)
-threshold = scaling["max_position_embeddings"]
-print(f"max |logit difference|, steps up to length {threshold}: "
-      f"{dynamic_difference[:threshold].max().item():.1e}; "
-      f"past it: {dynamic_difference[threshold:].max().item():.1e}")
-
-# %%
 # Why
 # ---
 # **The wrong offset.** With a cache, the model sees the new token only; its position is
@@ -195,73 +177,6 @@ print(f"BLOOM's m*j for the newest query vs the full pass: "
       f"max |weight difference| {(bloom_form - newest).abs().max().item():.1e}")
 
 # %%
-# **Dynamic NTK.** A cached key was rotated once, when it was new, with the frequencies of the
-# length the sequence had then. Past the threshold, every step computes new frequencies for
-# the new length: the new query is rotated with them, the cached keys are not. A forward pass
-# over the prefix rotates all keys with the current frequencies. The two agree until the
-# sequence crosses the threshold and differ after it. To see the size of the effect, we follow
-# one head of width 32, with random queries and keys, as the sequence grows from 1 to 256 tokens
-# under ``factor`` 4 and a threshold of 64: at each length, the largest difference between the
-# scores of the newest query with the cached keys (each rotated at its own step) and with the
-# keys rotated at the current length. :func:`posenc.rope_cos_sin` takes the length from the
-# positions it is given (``max(positions) + 1``), so rotating key :math:`j` alone reproduces the
-# angles it got when it was the newest token.
-rope_dim, threshold_64, longest = 32, 64, 256
-ntk = {"rope_type": "dynamic", "factor": 4.0, "max_position_embeddings": threshold_64}
-q_grow = torch.randn(longest, rope_dim, dtype=torch.float64)
-k_grow = torch.randn(longest, rope_dim, dtype=torch.float64)
-
-# Key j, rotated when it was the newest token (sequence length j + 1):
-cached_keys = torch.cat([
-    posenc.apply_rope(k_grow[j: j + 1], *posenc.rope_cos_sin(torch.tensor([j]), rope_dim, scaling=ntk,
-                                                             dtype=torch.float64))
-    for j in range(longest)])
-lengths = torch.arange(1, longest + 1)
-score_drift, lowest_frequency = [], []
-for length in lengths.tolist():
-    cos, sin = posenc.rope_cos_sin(length, rope_dim, scaling=ntk, dtype=torch.float64)  # length L
-    query = posenc.apply_rope(q_grow[length - 1: length], cos[-1:], sin[-1:])
-    current_keys = posenc.apply_rope(k_grow[:length], cos, sin)
-    drift = (query @ cached_keys[:length].T - query @ current_keys.T).abs().max() / math.sqrt(rope_dim)
-    score_drift.append(drift.item())
-    inv_freq, _ = posenc.rope_inv_freq(rope_dim, scaling=ntk, seq_len=length)
-    lowest_frequency.append(inv_freq[-1].item())
-score_drift = torch.tensor(score_drift)
-before = score_drift[:threshold_64].max().item()
-spread = (q_grow @ k_grow.T).std().item() / math.sqrt(rope_dim)
-print(f"max score drift up to length {threshold_64}: {before:.1e}; "
-      f"at length {longest}: {score_drift[-1].item():.2f} "
-      f"(for scale: the unrotated scores have standard deviation {spread:.2f})")
-
-# %%
-# The lowest rotation frequency as the sequence grows, relative to the unscaled one, and the
-# score drift:
-fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
-unscaled = lowest_frequency[0]
-axes[0].plot(lengths, [f / unscaled for f in lowest_frequency], color="C0")
-axes[0].set_ylabel(r"lowest $\theta_i$ / unscaled")
-axes[0].set_title("Lowest frequency")
-axes[1].plot(lengths, score_drift.clamp_min(1e-17), color="C3")
-axes[1].set_yscale("log")
-axes[1].set_ylabel("max |score difference|")
-axes[1].set_title("Cached keys vs re-rotated keys")
-for ax in axes:
-    ax.axvline(threshold_64, color="grey", linewidth=0.8)
-    ax.set_xlabel("sequence length $L$ (threshold at the grey line)")
-fig.suptitle("Dynamic NTK scaling as the sequence grows (d = 32, factor 4)")
-plt.show()
-
-# %%
-# Hugging Face ``transformers`` 5.24 (the installed version) does what the cached run above does.
-# Its ``dynamic_rope_update`` (``modeling_rope_utils.py``) recomputes ``inv_freq`` whenever
-# ``max(position_ids) + 1`` exceeds the longest length seen so far, and goes back to the original
-# frequencies when a sequence shorter than the threshold arrives; Llama's attention rotates the
-# keys before ``cache.update`` stores them. So during generation past the threshold each new query
-# gets the frequencies of the current length and the cached keys keep theirs.
-# :class:`posenc.RotaryEmbedding` computes the frequencies from the current call's positions alone
-# (not the longest seen), and :class:`posenc.models.KVCache` also stores rotated keys, so the
-# library's model drifts the same way (the comparison above).
-#
 # The fix
 # -------
 # **The wrong offset.** Continue the positions from the cache: the new tokens are at
@@ -274,44 +189,17 @@ plt.show()
 # ``posenc.alibi_bias(num_heads, q_len=new, k_len=cached + new)``, or use a form that does not
 # depend on the query (BLOOM's :math:`m_h\,j`).
 #
-# **Dynamic NTK.** There is no setting that makes a cache of rotated keys exact; the options:
-#
-# * keep the keys *unrotated* in the cache and rotate all of them with the current
-#   frequencies at every step (what the "current length" keys above are): exact, at the cost
-#   of rotating the whole cache per step;
-# * recompute the cache (a forward pass over the prefix) when the frequencies change — past
-#   the threshold that is every step, i.e. decoding without a cache;
-# * use a scaling whose frequencies do not depend on the length (``linear``, ``yarn``,
-#   ``llama3``, or a larger base), chosen for the longest length you will decode;
-# * accept the drift, as ``transformers`` does; its size for a given model is what to measure.
-#
 # Check
 # -----
 # The checks below run during the build. With default positions, cached decoding equals the
-# full pass for every encoding; the bias row ``alibi_bias(heads, 1, n)`` is exactly the last
-# row of the full bias and gives the full pass's weights; re-rotating the keys at the current
-# length gives the scores of :class:`posenc.RotaryEmbedding` run on the whole sequence; and a
-# static scaling (``linear``) decodes with the cache exactly as without it.
+# full pass for every encoding; and the bias row ``alibi_bias(heads, 1, n)`` is exactly the last
+# row of the full bias and gives the full pass's weights.
 assert all(right < 1e-12 for _, _, right in offset_results.values())
 assert all(wrong > 1e-3 for p, (_, wrong, _) in offset_results.items() if p not in ("none", "cope"))
 
 assert torch.equal(step_biases["alibi_bias(heads, 1, n)"], full_bias[:, -1:])
 assert torch.allclose(step_weights["alibi_bias(heads, 1, n)"], newest, rtol=0, atol=1e-15)
 assert torch.allclose(bloom_form, newest, rtol=0, atol=1e-15)
-
-module = posenc.RotaryEmbedding(rope_dim, scaling=ntk).double()
-whole_q, whole_k = module(q_grow[None, None], k_grow[None, None])  # all 256 positions at once
-cos, sin = posenc.rope_cos_sin(longest, rope_dim, scaling=ntk, dtype=torch.float64)
-rerotated = posenc.apply_rope(k_grow, cos, sin)
-newest_query = whole_q[0, 0, -1]
-assert torch.allclose(newest_query @ whole_k[0, 0].T, newest_query @ rerotated.T, rtol=0, atol=1e-12)
-assert before < 1e-12 < score_drift[-1].item()
-
-static = model_for("rope", rope_scaling={"rope_type": "linear", "factor": 4.0})
-with torch.no_grad():
-    static_difference = (decode(static, restart_positions=False) - static(tokens)).abs().max().item()
-assert static_difference < 1e-12
-print(f"linear scaling, cached vs full pass: max |logit difference| {static_difference:.1e}")
 
 # %%
 # What this shows
@@ -322,9 +210,6 @@ print(f"linear scaling, cached vs full pass: max |logit difference| {static_diff
 # * For ALiBi the new query's bias is the last row of the full bias
 #   (``alibi_bias(heads, 1, n)``); a one-token bias or the first row gives it no distances or
 #   reversed ones.
-# * Dynamic NTK changes RoPE's frequencies under a cache of already-rotated keys: exact below
-#   the threshold, drifting above it — in ``transformers`` as in this library. Re-rotating the
-#   keys, recomputing, or a length-independent scaling removes the drift.
 
 # %%
 # Claims tested here
@@ -337,8 +222,7 @@ claims = [
         "source": "common tutorial claim",
         "measured": f"positions continued from the cache: max difference "
         f"{max(right for _, _, right in offset_results.values()):.1e} (all encodings); positions "
-        f"restarted at 0: up to {max(wrong for _, wrong, _ in offset_results.values()):.2f}; dynamic NTK "
-        f"past the threshold: {dynamic_difference[threshold:].max().item():.1e}",
+        f"restarted at 0: up to {max(wrong for _, wrong, _ in offset_results.values()):.2f}",
         "verdict": "holds with conditions",
     },
 ]

@@ -26,56 +26,22 @@ linear scaling and for dynamic NTK. The mistakes in the scaling block itself are
 #
 # Reproduce it
 # ------------
-# ``hugging_face(config)`` returns what ``transformers`` does with a config: the messages it logs
-# (recorded instead of printed), the exception it raises, and the rotary module it builds.
+# ``hugging_face_rope(config)`` builds the rotary module that ``transformers`` makes of a config.
 import copy
-import logging
-import warnings
 
 import matplotlib.pyplot as plt
 import torch
 import transformers
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
-from transformers.utils import logging as hf_logging
 
 import posenc
 
 print(f"transformers {transformers.__version__}")
 
 
-class Recorder(logging.Handler):
-    """Keeps the messages of the ``transformers`` logger."""
-
-    def __init__(self):
-        super().__init__()
-        self.messages = []
-
-    def emit(self, record):
-        self.messages.append(record.getMessage())
-
-
-def hugging_face(config):
-    recorder, verbosity = Recorder(), hf_logging.get_verbosity()
-    hf_logging.disable_default_handler()
-    hf_logging.add_handler(recorder)
-    hf_logging.set_verbosity_warning()
-    outcome = {"messages": recorder.messages, "error": None, "rope": None, "rope_parameters": None}
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            try:
-                hf_config = LlamaConfig(**copy.deepcopy(config))  # transformers edits what it is given
-                outcome["rope_parameters"] = hf_config.rope_parameters
-                outcome["rope"] = LlamaRotaryEmbedding(hf_config)
-            except (KeyError, ValueError) as error:
-                outcome["error"] = error
-        outcome["messages"] += [str(w.message) for w in caught]
-    finally:
-        hf_logging.set_verbosity(verbosity)
-        hf_logging.remove_handler(recorder)
-        hf_logging.enable_default_handler()
-    return outcome
+def hugging_face_rope(config):
+    return LlamaRotaryEmbedding(LlamaConfig(**copy.deepcopy(config)))  # transformers edits what it is given
 
 
 HEAD_DIM, BASE, TRAINED, TARGET = 128, 10000.0, 4096, 16384
@@ -110,7 +76,7 @@ for kind in (linear, dynamic):
         scaling = {**kind, "max_position_embeddings": max_len}
         slow_down[key] = [unscaled[-1].item() / posenc.rope_inv_freq(
             HEAD_DIM, base=BASE, scaling=scaling, seq_len=n)[0][-1].item() for n in lengths]
-        rope = hugging_face({**llama2, "max_position_embeddings": max_len, "rope_parameters": kind})["rope"]
+        rope = hugging_face_rope({**llama2, "max_position_embeddings": max_len, "rope_parameters": kind})
         hf_slow_down[key] = []
         for n in lengths:  # growing inputs: transformers' dynamic module recomputes as they grow
             rope(torch.zeros(1, 1, HEAD_DIM), torch.arange(n)[None])

@@ -279,7 +279,7 @@ print("the build run agrees in direction with every decided comparison it is che
 # if the 256-row model's rise is decidedly larger than ALiBi's (the 64-row table's error is an
 # exact check), does not hold if it is decidedly smaller, and holds with conditions (the error
 # only) otherwise. The seed's claim that sinusoidal encodings handle longer sequences has its
-# one row on :ref:`sphx_glr_auto_examples_05_comparisons_plot_train_short_test_long.py`, which
+# one row on :ref:`sphx_glr_auto_examples_05_comparisons_plot_alibi_paper_ordering.py`, which
 # also cites the sinusoidal rise measured here.
 def text(first, second):
     verdict, difference, spread = graded[first, second]

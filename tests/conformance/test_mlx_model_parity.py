@@ -2,8 +2,8 @@ r"""End-to-end parity: a transformers Llama converted to mlx-lm's ``llama`` mode
 
 Versions run and read: transformers 5.24 (``LlamaForCausalLM``, ``Phi3ForCausalLM``), mlx 0.32.4
 (``mlx[cpu]``), mlx-lm 0.32.2 (``mlx_lm/models/llama.py``, ``phi3.py``, ``rope_utils.py``,
-``mlx_lm/utils.py`` ``load_model``). The page ``examples/08_todays_models/plot_engine_parity.py``
-prints the same measurements.
+``mlx_lm/utils.py`` ``load_model``). The pages ``examples/08_todays_models/plot_engine_parity.py``
+and ``plot_rope_porting_bugs.py`` print the same measurements.
 
 The model: 2 layers, hidden 64, 4 query heads and 2 key/value heads of width 16, vocabulary 97,
 ``rope_theta`` 500 000, seeded random weights of standard deviation 0.2 (attention far from uniform,
