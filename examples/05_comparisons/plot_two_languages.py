@@ -25,7 +25,6 @@ should swap places between the two rankings.
 # held-out characters. Nothing is downloaded. The experiment is
 # :mod:`posenc.experiments.two_languages`.
 import itertools
-import math
 
 import matplotlib.pyplot as plt
 import numpy as np

@@ -33,7 +33,6 @@ import numpy as np
 import torch
 
 import posenc
-from posenc.diagnostics import min_pairwise_distance, similarity_matrix
 
 height, width, dim = 3, 4, 32
 mae = posenc.sinusoidal_2d(height, width, dim, style="mae", dtype=torch.float64)

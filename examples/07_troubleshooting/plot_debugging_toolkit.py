@@ -30,8 +30,6 @@ bug each tool shows. The page ends with a short list of what to run first.
 # * **bfloat16, d = 4**: the correct formula, stored in bfloat16 at width 4;
 # * **concat layout**: all sines, then all cosines, used where the interleaved layout is expected
 #   (a checkpoint from another codebase).
-import math
-
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
