@@ -42,16 +42,12 @@ def model_for(position, **options):
     return CausalLM(config).double().eval()
 
 
-def decode(model, restart_positions):
-    """Logits of the prompt (one call) and of each later token (one call each), with a cache."""
+def decode(model):
+    """Logits of the prompt (one call) and of each later token (one call each), with a cache;
+    positions continue from ``len(cache)``, the model's default."""
     cache = KVCache()
     logits = [model(tokens[:, :PROMPT], cache=cache)]
-    for t in range(PROMPT, LENGTH):
-        new = tokens[:, t: t + 1]
-        if restart_positions:  # the bug: positions counted from the new tokens only
-            logits.append(model(new, cache=cache, position_ids=torch.arange(new.shape[1])[None]))
-        else:  # the model's default: positions continue from len(cache)
-            logits.append(model(new, cache=cache))
+    logits += [model(tokens[:, t: t + 1], cache=cache) for t in range(PROMPT, LENGTH)]
     return torch.cat(logits, dim=1)
 
 
@@ -64,7 +60,7 @@ def decode(model, restart_positions):
 scaling = {"rope_type": "dynamic", "factor": 4.0, "max_position_embeddings": 16}
 dynamic = model_for("rope", rope_scaling=scaling)
 with torch.no_grad():
-    cached = decode(dynamic, restart_positions=False)[0]
+    cached = decode(dynamic)[0]
     uncached = torch.stack([dynamic(tokens[:, : t + 1])[0, -1] for t in range(LENGTH)])
 dynamic_difference = (cached - uncached).abs().amax(dim=-1)
 threshold = scaling["max_position_embeddings"]
@@ -170,7 +166,7 @@ assert before < 1e-12 < score_drift[-1].item()
 
 static = model_for("rope", rope_scaling={"rope_type": "linear", "factor": 4.0})
 with torch.no_grad():
-    static_difference = (decode(static, restart_positions=False) - static(tokens)).abs().max().item()
+    static_difference = (decode(static) - static(tokens)).abs().max().item()
 assert static_difference < 1e-12
 print(f"linear scaling, cached vs full pass: max |logit difference| {static_difference:.1e}")
 

@@ -26,6 +26,7 @@ from posenc.models import stdlib_corpus
 
 SHORT, FULL = experiment.SHORT, experiment.FULL
 CONTEXT = SHORT["train_length"]
+assert (SHORT["layers"], SHORT["dim"], SHORT["heads"], SHORT["steps"], CONTEXT) == (2, 64, 4, 300, 128)
 corpus = stdlib_corpus(SHORT["train_modules"], SHORT["held_out_modules"])
 model, train_end = experiment.train_model(SHORT, corpus, "random windows", seed=0)
 previous_threads = torch.get_num_threads()
@@ -85,6 +86,7 @@ assert sink_model_weight.max() > 4 * uniform
 # does ("StreamingLLM focuses on positions within the cache rather than those in the original
 # text", its section 3.2, quoted in mit-han-lab/streaming-llm issue #53), so no position passes
 # 64, half the training length.
+assert (SHORT["streams"], SHORT["stream_length"], WINDOW, SINKS) == (8, 640, 64, 4)  # as described above
 TRAININGS, METHODS = experiment.TRAINING, experiment.METHODS
 built = {"random windows": experiment.read(SHORT, corpus, model, "random windows"),
          "start token": experiment.read(SHORT, corpus, sink_model, "start token")}
@@ -103,6 +105,7 @@ for training in TRAININGS:
 # recorded run: five seeds, width 128 (heads 32 wide, 16 frequency pairs), 1,500 training steps
 # and 16 streams, made with ``python -m posenc.experiments run attention_sinks``. Its loss after
 # the first eviction, mean and spread (largest minus smallest) across the seeds:
+assert (len(FULL["seeds"]), FULL["dim"] // FULL["heads"], FULL["steps"], FULL["streams"]) == (5, 32, 1500, 16)
 record = load_record("attention_sinks")
 print(f"record: {record.seconds / 60:.0f} min on {record.machine['cpus']} CPU(s), torch {record.torch}, "
       f"commit {record.commit}, {record.finished[:10]}")
@@ -198,6 +201,7 @@ print(f"comparisons the record decides, checked against the build run: {checked}
 #   than these; this page did not test such models.
 built_start_cost = built_loss["start token", "window only"] - built_loss["start token", "recompute"]
 built_sinks_cost = built_loss["start token", "sinks + window"] - built_loss["start token", "recompute"]
+assert FULL["steps"] == 5 * SHORT["steps"] and FULL["dim"] == 2 * SHORT["dim"]  # "five times longer at twice the width"
 assert (sink_weight < uniform).all() and sink_model_weight.max() > 4 * uniform
 assert abs(built_loss["random windows", "window only"] - built_loss["random windows", "recompute"]) < 0.005
 assert built_start_cost > 0.01 and built_sinks_cost < built_start_cost / 2

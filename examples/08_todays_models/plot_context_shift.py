@@ -91,6 +91,7 @@ assert layer_difference[1] < 1e-9 and layer_difference[2] > 1e-3
 # :ref:`sphx_glr_auto_examples_08_todays_models_plot_attention_sinks.py`.
 SHORT = experiment.SHORT
 CONTEXT = SHORT["train_length"]
+assert (SHORT["layers"], SHORT["dim"], SHORT["heads"], SHORT["steps"], CONTEXT) == (2, 64, 4, 300, 128)
 corpus = stdlib_corpus(SHORT["train_modules"], SHORT["held_out_modules"])
 model, train_end = experiment.train_model(SHORT, corpus, "random windows", seed=0)
 previous_threads = torch.get_num_threads()
