@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import os
 import pickle
 import re
 import warnings
@@ -303,25 +304,30 @@ def _close(fig: Any) -> None:
     plt.close(fig)
 
 
-def cached_messages(image: Path) -> list[str]:
-    """The messages of one figure, cached beside its pickle (keyed by the pickle's hash)."""
-    pickled = pickle_path(image)
+def _cached_words(pickled: Path) -> dict[str, Any]:
+    """The messages and the alt text of one pickled figure, cached beside its pickle (keyed by the
+    pickle's hash)."""
     digest = hashlib.sha256(pickled.read_bytes()).hexdigest()
-    cache = image.with_suffix(".messages.json")
+    cache = pickled.with_name(pickled.name.removesuffix(".fig.pickle") + ".messages.json")
     if cache.is_file():
         data = json.loads(cache.read_text(encoding="utf-8"))
-        if data.get("pickle") == digest:
-            return data["messages"]
+        if data.get("pickle") == digest and "alt" in data:
+            return data
     import matplotlib
 
     fig = _load(pickled)
     try:
         with matplotlib.rc_context(fname=str(MATPLOTLIBRC)):
-            messages = figure_messages(fig)
+            data = {"pickle": digest, "messages": figure_messages(fig), "alt": figure_titles(fig)}
     finally:
         _close(fig)
-    cache.write_text(json.dumps({"pickle": digest, "messages": messages}, ensure_ascii=False), encoding="utf-8")
-    return messages
+    cache.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    return data
+
+
+def cached_messages(pickled: Path) -> list[str]:
+    """The messages of one pickled figure."""
+    return _cached_words(pickled)["messages"]
 
 
 # -- 2. Extraction (gettext builder) ---------------------------------------------------------
@@ -342,7 +348,9 @@ def write_template(app: Any, exception: Exception | None) -> None:
             if not pickle_path(image).is_file():
                 logger.warning("figure %s has no pickle: delete docs/auto_examples to re-run the examples", image.name)
                 continue
-            messages += [m for m in cached_messages(image) if m not in messages]
+            messages += [m for m in cached_messages(pickle_path(image)) if m not in messages]
+    for pickled in notebook_pickles(app):
+        messages += [m for m in cached_messages(pickled) if m not in messages]
     catalogue = Catalog(project=app.config.project, version=app.config.version, charset="utf-8", fuzzy=False)
     for message in sorted(messages):
         catalogue.add(message)
@@ -388,12 +396,52 @@ def _thumbnail_number(source: Path) -> int | None:
     return None if re.search(r"^# *sphinx_gallery_thumbnail_path *=", text, re.MULTILINE) else 1
 
 
+def render_translated(
+    pickled: Path, target: Path, catalogue: dict[str, str | None], language: str, logger: Any, **savefig: Any
+) -> None:
+    """Save the figure of ``pickled`` with its words translated, as ``target``, unless its pickle,
+    its translations and this module are the same as the last time (the key in ``target``'s
+    sidecar ``.json``, which also keeps the translated alt text). Warns on a missing translation,
+    a clipped or overlapping text and a missing glyph."""
+    import matplotlib
+
+    messages = cached_messages(pickled)
+    name = pickled.name.removesuffix(".fig.pickle")
+    for m in messages:
+        if not catalogue.get(m):
+            logger.warning("figure %s: no %s translation in %s.po for %r", name, language, DOMAIN, m)
+    used = {m: catalogue.get(m) or m for m in messages}
+    # the pickle, the translations and this module: a change to any re-renders the figure
+    key = hashlib.sha256(
+        pickled.read_bytes() + json.dumps(used, sort_keys=True).encode() + Path(__file__).read_bytes()
+    ).hexdigest()
+    sidecar = target.with_suffix(".json")
+    if target.is_file() and sidecar.is_file() and json.loads(sidecar.read_text(encoding="utf-8")).get("key") == key:
+        return
+    fig = _load(pickled)
+    try:
+        with warnings.catch_warnings(), matplotlib.rc_context(fname=str(MATPLOTLIBRC)):
+            guard_missing_glyphs()
+            translate_figure(fig, lambda s: used.get(s, s))
+            fig.savefig(target, **{"facecolor": fig.get_facecolor(), "edgecolor": fig.get_edgecolor(), **savefig})
+            problems = layout_problems(fig, set(used.values()) - set(k for k, v in used.items() if k == v))
+            for problem in problems:
+                logger.warning("figure %s (%s): %s", name, language, problem)
+            alt = figure_titles(fig)
+    except (Warning, MissingGlyph) as exc:
+        logger.warning("figure %s (%s): %s", name, language, exc)
+        return
+    finally:
+        _close(fig)
+    # With a problem, no key: the next build renders it again, and warns again.
+    sidecar.write_text(json.dumps({"key": None if problems else key, "alt": alt}, ensure_ascii=False), encoding="utf-8")
+
+
 def render_language(app: Any) -> None:
     """Render every gallery figure in the build's language (only figures whose inputs changed)."""
     language = app.config.language
     if not language or language == "en" or app.builder.format != "html":
         return
-    import matplotlib
     from sphinx.util import logging
     from sphinx_gallery.utils import scale_image
 
@@ -408,37 +456,7 @@ def render_language(app: Any) -> None:
             if not pickled.is_file():
                 logger.warning("figure %s has no pickle: delete docs/auto_examples to re-run the examples", image.name)
                 continue
-            messages = cached_messages(image)
-            missing = [m for m in messages if not catalogue.get(m)]
-            for m in missing:
-                logger.warning("figure %s: no %s translation in %s.po for %r", image.name, language, DOMAIN, m)
-            used = {m: catalogue.get(m) or m for m in messages}
-            # the pickle, the translations and this module: a change to any re-renders the figure
-            key = hashlib.sha256(
-                pickled.read_bytes() + json.dumps(used, sort_keys=True).encode() + Path(__file__).read_bytes()
-            ).hexdigest()
-            target, sidecar = localized(image, app), localized(image.with_suffix(".json"), app)
-            if target.is_file() and sidecar.is_file() and json.loads(sidecar.read_text(encoding="utf-8")).get("key") == key:
-                continue
-            fig = _load(pickled)
-            try:
-                with warnings.catch_warnings(), matplotlib.rc_context(fname=str(MATPLOTLIBRC)):
-                    guard_missing_glyphs()
-                    translate_figure(fig, lambda s: used.get(s, s))
-                    fig.savefig(target, facecolor=fig.get_facecolor(), edgecolor=fig.get_edgecolor())
-                    problems = layout_problems(fig, set(used.values()) - set(k for k, v in used.items() if k == v))
-                    for problem in problems:
-                        logger.warning("figure %s (%s): %s", image.name, language, problem)
-                    alt = figure_titles(fig)
-            except (Warning, MissingGlyph) as exc:
-                logger.warning("figure %s (%s): %s", image.name, language, exc)
-                continue
-            finally:
-                _close(fig)
-            if problems:  # no key: the next build renders it again, and warns again
-                sidecar.write_text(json.dumps({"key": None, "alt": alt}, ensure_ascii=False), encoding="utf-8")
-                continue
-            sidecar.write_text(json.dumps({"key": key, "alt": alt}, ensure_ascii=False), encoding="utf-8")
+            render_translated(pickled, localized(image, app), catalogue, language, logger)
         # The gallery thumbnail, from the translated rendering of the same figure.
         stem = Path(docname).name
         number = _thumbnail_number(_example_source(app, docname))
@@ -474,15 +492,6 @@ def localize_doctree(app: Any, doctree: nodes.document) -> None:
         node["uri"] = uri
         node["alt"] = json.loads(sidecar.read_text(encoding="utf-8"))["alt"]
         app.env.note_dependency(str(target))
-    # Notebook (myst-nb) outputs are images the kernel drew; they cannot be re-rendered here.
-    for node in doctree.findall(nodes.image):
-        if "jupyter_execute" in node.get("uri", ""):
-            logger.warning(
-                "a notebook figure would show its English words on the %s site: draw figures in a "
-                "gallery example, whose figures are rendered in each language (docs/dev/site-pipeline.md)",
-                language,
-                location=node,
-            )
     # Gallery cards: raw HTML around a :doc: reference. Remember which example each card shows.
     from sphinx.addnodes import pending_xref
 
@@ -527,8 +536,105 @@ def translate_cards(app: Any, doctree: nodes.document, docname: str) -> None:
         node.replace_self(new)
 
 
+# -- Notebook figures ----------------------------------------------------------------------
+
+#: myst-nb names an image output after the SHA-256 of the image (``render_image``), and so does
+#: the kernel start-up file for the figure's pickle.
+_NOTEBOOK_IMAGE = re.compile(r"/jupyter_execute/([0-9a-f]{64})\.png$")
+#: The start-up file of the notebook kernels, which pickles every figure they show.
+KERNEL_STARTUP = Path(__file__).with_name("posenc_notebook_kernel.py")
+
+
+def notebook_outputs_folder(app: Any) -> Path:
+    """Where the kernels keep their figures' pickles and their pages' claims: inside myst-nb's
+    execution cache, so that they live as long as the cached outputs that show them."""
+    cache = app.config.nb_execution_cache_path or Path(app.outdir).parent / ".jupyter_cache"
+    return Path(cache, "posenc")
+
+
+def prepare_kernels(app: Any, config: Any) -> None:
+    """Every notebook kernel this build starts runs ``posenc_notebook_kernel.py`` (IPython runs
+    the ``PYTHONSTARTUP`` file in each kernel), which keeps its figures and claims in the folder."""
+    os.environ["PYTHONSTARTUP"] = str(KERNEL_STARTUP)
+    os.environ["POSENC_NOTEBOOK_OUTPUTS"] = str(notebook_outputs_folder(app))
+
+
+def name_the_page_run(app: Any, docname: str, source: list[str]) -> None:
+    """Tell the kernel which page it runs (myst-nb runs a notebook while parsing it, after
+    ``source-read``, in this process)."""
+    os.environ["POSENC_NOTEBOOK_PAGE"] = docname
+
+
+def localize_notebook_figures(app: Any, doctree: nodes.document) -> None:
+    """Give each notebook figure its titles as alt text, and in another language its rendering
+    with the words translated (``<sha256>.<lang>.png`` beside myst-nb's image).
+
+    Runs before Sphinx's image collector, which then picks the rendering up through
+    ``figure_language_filename``, as it does for any localised image.
+    """
+    from sphinx.util import logging
+
+    logger = logging.getLogger(__name__)
+    language = app.config.language
+    translate = bool(language) and language != "en" and app.builder.format == "html"
+    folder = notebook_outputs_folder(app) / "figures"
+    shown: list[str] = []
+    for node in doctree.findall(nodes.image):
+        match = _NOTEBOOK_IMAGE.search(node["uri"])
+        if match is None:
+            continue
+        pickled = folder / f"{match[1]}.fig.pickle"
+        if not pickled.is_file():
+            logger.warning(
+                "a notebook figure has no pickle (%s): delete %s to run the notebooks again",
+                pickled.name, folder.parent.parent, location=node,
+            )
+            continue
+        shown.append(match[1])
+        alt = _cached_words(pickled)["alt"]
+        if translate:
+            po = catalogue_path(app)
+            target = localized(Path(app.srcdir, node["uri"].lstrip("/")), app)
+            render_translated(pickled, target, load_catalogue(po) if po else {}, language, logger, dpi="figure",
+                              bbox_inches="tight")  # as the inline backend saves it
+            sidecar = target.with_suffix(".json")
+            if sidecar.is_file():
+                alt = json.loads(sidecar.read_text(encoding="utf-8"))["alt"]
+            # A changed translation renders the figure again: re-read the page then.
+            for directory in app.config.locale_dirs:
+                app.env.note_dependency(str(Path(app.srcdir, directory, language, "LC_MESSAGES", DOMAIN + ".po")))
+        if alt and "alt" not in node:
+            node["alt"] = alt
+    app.env.posenc_notebook_figures = getattr(app.env, "posenc_notebook_figures", {})
+    app.env.posenc_notebook_figures[app.env.docname] = shown
+
+
+def _forget_notebook_figures(app: Any, env: Any, docname: str) -> None:
+    getattr(env, "posenc_notebook_figures", {}).pop(docname, None)
+
+
+def _merge_notebook_figures(app: Any, env: Any, docnames: set[str], other: Any) -> None:
+    env.posenc_notebook_figures = getattr(env, "posenc_notebook_figures", {})
+    for docname in docnames:
+        if docname in getattr(other, "posenc_notebook_figures", {}):
+            env.posenc_notebook_figures[docname] = other.posenc_notebook_figures[docname]
+
+
+def notebook_pickles(app: Any) -> list[Path]:
+    """The pickles of the figures the notebook pages show now."""
+    folder = notebook_outputs_folder(app) / "figures"
+    shown = getattr(app.env, "posenc_notebook_figures", {})
+    return [folder / f"{sha}.fig.pickle" for doc in sorted(shown) for sha in shown[doc]]
+
+
 def setup(app: Any) -> dict[str, Any]:
+    app.connect("config-inited", prepare_kernels)
+    app.connect("source-read", name_the_page_run)
     app.connect("builder-inited", render_language)
+    # before Sphinx's image collector (priority 500), which looks for the localised file
+    app.connect("doctree-read", localize_notebook_figures, priority=400)
+    app.connect("env-purge-doc", _forget_notebook_figures)
+    app.connect("env-merge-info", _merge_notebook_figures)
     app.connect("doctree-read", localize_doctree)
     app.connect("doctree-resolved", translate_cards)
     app.connect("build-finished", write_template)

@@ -1,7 +1,7 @@
 """The claims ledger: rows contributed by the pages that measure them, assembled by the build.
 
 A gallery example that tests a claim ends with a list named ``claims`` — plain Python, visible to
-the reader as the page's summary::
+the reader as the page's summary (a notebook page ends with the same list, in a code cell)::
 
     claims = [
         {
@@ -14,7 +14,8 @@ the reader as the page's summary::
 
 :func:`claims_scraper`, a sphinx-gallery scraper, reads that variable from the example's namespace
 after each code block and writes it to ``<example>.claims.json`` beside the generated page (kept,
-like the figures, until the example changes). The ``claims-ledger`` directive turns every such
+like the figures, until the example changes). A notebook page's kernel does the same after each
+cell (``posenc_notebook_kernel.py``), into myst-nb's cache. The ``claims-ledger`` directive turns every such
 file into one table. Claim, source and verdict are page text, so gettext extracts them into the
 ledger page's catalogue; the measured value is run output and, like printed output, is not
 translated.
@@ -28,6 +29,8 @@ from typing import Any
 
 from docutils import nodes
 from sphinx.util.docutils import SphinxDirective
+
+from posenc_figures import notebook_outputs_folder
 
 #: The verdicts a row may carry.
 VERDICTS = ("holds", "holds with conditions", "does not hold", "inconclusive", "not testable here")
@@ -76,13 +79,23 @@ def forget_claims(gallery_conf: dict[str, Any], fname: str, when: str) -> None:
 
 
 class ClaimsLedgerDirective(SphinxDirective):
-    """A table of every claim recorded by the gallery, grouped by the page that measured it."""
+    """A table of every claim recorded by the gallery and the notebook pages, grouped by the page
+    that measured it."""
 
     def run(self) -> list[nodes.Node]:
         # The rows come from files the gallery writes during this build: re-read every time.
         self.env.note_reread()
         gallery = Path(self.env.srcdir) / "auto_examples"
-        files = sorted(gallery.rglob("*.claims.json"))
+        pages = {  # docname -> its claims file, from the gallery and from the notebook kernels
+            str(path.relative_to(self.env.srcdir).with_suffix("")).removesuffix(".claims"): path
+            for path in gallery.rglob("*.claims.json")
+        }
+        notebooks = notebook_outputs_folder(self.env.app) / "claims"
+        for path in notebooks.rglob("*.claims.json"):
+            docname = path.relative_to(notebooks).as_posix().removesuffix(".claims.json")
+            if docname in self.env.found_docs:  # the page may have been removed since it ran
+                pages[docname] = path
+        files = [(docname, pages[docname]) for docname in sorted(pages)]
         table = nodes.table(classes=["posenc-ledger", "colwidths-given"])
         group = nodes.tgroup(cols=5)
         table += group
@@ -93,9 +106,8 @@ class ClaimsLedgerDirective(SphinxDirective):
         head += self._row([self._text(t) for t in ("Claim", "Source", "Measured", "Verdict", "Page")])
         body = nodes.tbody()
         group += body
-        for path in files:
+        for docname, path in files:
             data = json.loads(path.read_text())
-            docname = str(path.relative_to(self.env.srcdir).with_suffix("")).removesuffix(".claims")
             self.env.note_dependency(str(path))
             for row in _check_rows(data["rows"], str(path)):
                 link = nodes.paragraph()

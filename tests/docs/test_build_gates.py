@@ -7,7 +7,9 @@ runs it and points the gallery at a temporary folder).
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -223,11 +225,107 @@ def test_notebook_without_figures_builds_in_chinese(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_notebook_figure_fails_the_chinese_build(tmp_path: Path) -> None:
-    """A notebook figure cannot be re-rendered in Chinese: the zh_CN build says so and fails."""
+# Two cells, one figure each; the second is shown twice (by display() and at the end of the cell),
+# which keeps one file and one pickle.
+_NOTEBOOK_FIGURES = _NOTEBOOK % (
+    "import matplotlib.pyplot as plt\n"
+    "    plt.plot([0, 1]); plt.xlabel('position $p$'); plt.title('training loss'); plt.show()\n"
+    "    ```\n\n"
+    "    ```{code-cell} python\n"
+    "    fig, ax = plt.subplots(); ax.plot([1, 0], label='training loss'); ax.legend(); display(fig)"
+)
+_NOTEBOOK_IMAGE = re.compile(r'<img alt="([^"]*)" src="(_images/([0-9a-f]{64})(\.zh_CN)?\.png)" />')
+
+
+def _notebook_images(tmp_path: Path) -> list[tuple[str, str, str, str]]:
+    """(src, sha256 of the English PNG, language suffix, alt) of each image, in page order;
+    an image without alt text gets its own path (docutils)."""
+    page = (tmp_path / "out" / "notebook.html").read_text(encoding="utf-8")
+    return [(src, sha, language, alt) for alt, src, sha, language in _NOTEBOOK_IMAGE.findall(page)]
+
+
+def test_notebook_figures_build_in_chinese(tmp_path: Path) -> None:
+    """A notebook page shows each figure in Chinese, rendered from the pickle its kernel kept,
+    with the translated titles as alt text; the notebook runs once."""
     result = _build(tmp_path, _LABELLED, "zh_CN", _PO_HEADER + '''
     msgid "training loss"
     msgstr "训练损失"
-    ''', notebook=_NOTEBOOK % "import matplotlib.pyplot as plt; plt.plot([0, 1]); plt.xlabel('step'); plt.show()")
+    ''', notebook=_NOTEBOOK_FIGURES)
+    assert result.returncode == 0, result.stdout + result.stderr
+    images = _notebook_images(tmp_path)
+    assert [language for _, _, language, _ in images] == [".zh_CN"] * 3
+    assert [alt for _, _, _, alt in images] == ["训练损失", images[1][0], images[2][0]]  # the second has no title
+    assert images[1][1] == images[2][1] != images[0][1]
+    for src, sha, _, _ in images:
+        chinese = (tmp_path / "out" / src).read_bytes()
+        english = (tmp_path / "jupyter_execute" / f"{sha}.png").read_bytes()  # as myst-nb wrote it
+        assert hashlib.sha256(english).hexdigest() == sha and chinese != english
+    assert sorted(p.name for p in (tmp_path / "jupyter_cache" / "posenc" / "figures").glob("*.pickle")) == sorted(
+        f"{sha}.fig.pickle" for sha in {images[0][1], images[1][1]}
+    )
+
+
+def test_notebook_figures_keep_english_words_and_titles_in_english(tmp_path: Path) -> None:
+    result = _build(tmp_path, _LABELLED, notebook=_NOTEBOOK_FIGURES)
+    assert result.returncode == 0, result.stdout + result.stderr
+    images = _notebook_images(tmp_path)
+    assert [language for _, _, language, _ in images] == [""] * 3
+    assert [alt for _, _, _, alt in images] == ["training loss", images[1][0], images[2][0]]
+
+
+def test_missing_notebook_figure_translation_fails_the_build(tmp_path: Path) -> None:
+    result = _build(tmp_path, _LABELLED, "zh_CN", _PO_HEADER + '''
+    msgid "training loss"
+    msgstr "训练损失"
+    ''', notebook=_NOTEBOOK % "import matplotlib.pyplot as plt; plt.plot([0, 1]); plt.xlabel('step size'); plt.show()")
     assert result.returncode != 0
-    assert "a notebook figure would show its English words" in result.stdout + result.stderr
+    assert "no zh_CN translation in figures.po for 'step size'" in result.stdout + result.stderr
+
+
+def test_notebook_figure_without_its_pickle_fails_the_build(tmp_path: Path) -> None:
+    assert _build(tmp_path, _LABELLED, notebook=_NOTEBOOK_FIGURES).returncode == 0
+    for pickled in (tmp_path / "jupyter_cache" / "posenc" / "figures").glob("*.pickle"):
+        pickled.unlink()
+    (tmp_path / "src" / "notebook.md").touch()  # re-read from the cache: no kernel, no pickle
+    result = _sphinx(tmp_path, "en")
+    assert result.returncode != 0
+    assert "a notebook figure has no pickle" in result.stdout + result.stderr
+
+
+def test_notebook_figure_words_are_extracted(tmp_path: Path) -> None:
+    """The gettext build puts the words of notebook figures into figures.pot, beside the gallery's."""
+    assert _build(tmp_path, _LABELLED, notebook=_NOTEBOOK % (
+        "import matplotlib.pyplot as plt; plt.plot([0, 1]); plt.ylabel('attention weight'); plt.show()"
+    )).returncode == 0
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    result = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-b", "gettext", "-q", str(tmp_path / "src"), str(tmp_path / "pot")],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    template = (tmp_path / "pot" / "figures.pot").read_text(encoding="utf-8")
+    assert 'msgid "attention weight"' in template and 'msgid "training loss"' in template
+
+
+_CLAIMS_NOTEBOOK = _NOTEBOOK % (
+    "claims = [dict(claim='Two and two make four.', source='arithmetic', measured=f'{2 + 2}', verdict='holds')]"
+) + '''
+    ```{claims-ledger}
+    ```
+'''
+
+
+def test_notebook_claims_reach_the_ledger_and_leave_it_with_the_cell(tmp_path: Path) -> None:
+    """A notebook page's ``claims`` become ledger rows, as an example's do; once the page no
+    longer defines them, its rows are gone (here the ledger is then empty, which fails)."""
+    result = _build(tmp_path, _LABELLED, notebook=_CLAIMS_NOTEBOOK)
+    assert result.returncode == 0, result.stdout + result.stderr
+    page = (tmp_path / "out" / "notebook.html").read_text(encoding="utf-8")
+    row = re.search(r"<tr[^>]*><td><p>Two and two make four\.</p></td>.*?</tr>", page, re.DOTALL)
+    assert row and ">4<" in row[0] and "<p>holds</p>" in row[0] and 'href="#"><span class="doc">A notebook page' in row[0]
+    (tmp_path / "src" / "notebook.md").write_text(
+        textwrap.dedent(_CLAIMS_NOTEBOOK.replace("claims = [", "rows = [")).lstrip(), encoding="utf-8"
+    )
+    result = _sphinx(tmp_path, "en")
+    assert result.returncode != 0
+    assert "no page has recorded claims yet" in result.stdout + result.stderr
