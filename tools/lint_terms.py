@@ -103,6 +103,13 @@ def markup_edge_problems(msgstr: str) -> list[str]:
     return found
 
 
+def myst_escape_problems(msgstr: str) -> list[str]:
+    """In a MyST page, reST's escaped space ("\\ ") outside math shows as a backslash: Markdown
+    markup may touch Chinese text and full-width brackets directly."""
+    outside_math = _MATH_SOURCES[1].sub("", msgstr)
+    return ["'\\ ' shows as a backslash in a MyST page: let the markup touch the text"] if "\\ " in outside_math else []
+
+
 def mask(text: str) -> str:
     """Replace code, math, URLs and markup by the Latin placeholder ``X`` (spacing rules see it)."""
     for pattern in _MASKS:
@@ -134,7 +141,7 @@ def _math_segments(text: str) -> list[str]:
     return found
 
 
-def check_message(msgid: str, msgstr: str, catalogue: str) -> list[str]:
+def check_message(msgid: str, msgstr: str, catalogue: str, myst: bool = False) -> list[str]:
     """The rules a single translated message breaks (catalogue-level rules are elsewhere)."""
     rules: list[str] = []
     han = re.search(f"[{HAN}]", msgstr) is not None
@@ -154,7 +161,7 @@ def check_message(msgid: str, msgstr: str, catalogue: str) -> list[str]:
                 rules.append(f"English words in math: \\text{{{words}}} (rephrase the formula or translate)")
     if math_only or _is_math_message(msgid):
         return rules
-    rules += markup_edge_problems(msgstr)
+    rules += myst_escape_problems(msgstr) if myst else markup_edge_problems(msgstr)
 
     for pattern, instead in FORBIDDEN:
         found = re.search(pattern, text)
@@ -200,6 +207,8 @@ def lint_catalogue(po: Path, name: str | None = None) -> list[Problem]:
     with po.open("rb") as f:
         catalogue = read_po(f)
     problems: list[Problem] = []
+    # A page written in MyST (docs/<page>.md) has Markdown's escaping rules, not reST's.
+    myst = (ROOT / "docs" / Path(name).with_suffix(".md")).is_file()
     first_use_seen: set[str] = set()
     for message in catalogue:
         if not message.id or not isinstance(message.id, str) or not isinstance(message.string, str):
@@ -207,7 +216,7 @@ def lint_catalogue(po: Path, name: str | None = None) -> list[Problem]:
         msgid, msgstr = message.id, message.string
         if not msgstr:
             continue
-        for rule in check_message(msgid, msgstr, po.name):
+        for rule in check_message(msgid, msgstr, po.name, myst):
             problems.append(Problem(name, msgid, rule))
         plain = mask(msgstr)
         # Figure strings are short labels on pages whose text already glosses the term.

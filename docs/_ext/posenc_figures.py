@@ -240,12 +240,12 @@ def layout_problems(fig: Any, translated: set[str]) -> list[str]:
     return found
 
 
-def figure_titles(fig: Any) -> str:
+def figure_titles(fig: Any, separator: str = "，") -> str:
     """Alt text as sphinx-gallery writes it (the suptitle, then the axes titles), with a
-    full-width comma between them."""
+    full-width comma between them (for a translated figure) or ``separator``."""
     titles = [fig._suptitle.get_text()] if fig._suptitle is not None else []
     titles += [ax.get_title() for ax in fig.axes if ax.get_title()]
-    return "，".join(t.strip() for t in titles if t.strip())
+    return separator.join(t.strip() for t in titles if t.strip())
 
 
 # -- Catalogue -----------------------------------------------------------------------------
@@ -304,6 +304,10 @@ def _close(fig: Any) -> None:
     plt.close(fig)
 
 
+#: The layout of the ``*.messages.json`` caches (a cache of another layout is computed again).
+_WORDS_FORMAT = 2
+
+
 def _cached_words(pickled: Path) -> dict[str, Any]:
     """The messages and the alt text of one pickled figure, cached beside its pickle (keyed by the
     pickle's hash)."""
@@ -311,14 +315,15 @@ def _cached_words(pickled: Path) -> dict[str, Any]:
     cache = pickled.with_name(pickled.name.removesuffix(".fig.pickle") + ".messages.json")
     if cache.is_file():
         data = json.loads(cache.read_text(encoding="utf-8"))
-        if data.get("pickle") == digest and "alt" in data:
+        if data.get("pickle") == digest and data.get("format") == _WORDS_FORMAT:
             return data
     import matplotlib
 
     fig = _load(pickled)
     try:
         with matplotlib.rc_context(fname=str(MATPLOTLIBRC)):
-            data = {"pickle": digest, "messages": figure_messages(fig), "alt": figure_titles(fig)}
+            data = {"pickle": digest, "format": _WORDS_FORMAT, "messages": figure_messages(fig),
+                    "alt": figure_titles(fig, ", ")}
     finally:
         _close(fig)
     cache.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")

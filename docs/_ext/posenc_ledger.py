@@ -80,7 +80,7 @@ def forget_claims(gallery_conf: dict[str, Any], fname: str, when: str) -> None:
 
 class ClaimsLedgerDirective(SphinxDirective):
     """A table of every claim recorded by the gallery and the notebook pages, grouped by the page
-    that measured it."""
+    that measured it, in reading order."""
 
     def run(self) -> list[nodes.Node]:
         # The rows come from files the gallery writes during this build: re-read every time.
@@ -95,7 +95,8 @@ class ClaimsLedgerDirective(SphinxDirective):
             docname = path.relative_to(notebooks).as_posix().removesuffix(".claims.json")
             if docname in self.env.found_docs:  # the page may have been removed since it ran
                 pages[docname] = path
-        files = [(docname, pages[docname]) for docname in sorted(pages)]
+        order = _reading_order(self.env)
+        files = [(docname, pages[docname]) for docname in sorted(pages, key=lambda d: (order.get(d, len(order)), d))]
         table = nodes.table(classes=["posenc-ledger", "colwidths-given"])
         group = nodes.tgroup(cols=5)
         table += group
@@ -145,6 +146,30 @@ class ClaimsLedgerDirective(SphinxDirective):
         return ref
 
 
+def _reading_order(env: Any) -> dict[str, int]:
+    """Each page's place in the site's reading order (the toctrees, depth first from the root)."""
+    order: dict[str, int] = {}
+
+    def visit(doc: str) -> None:
+        if doc not in order:
+            order[doc] = len(order)
+            for child in env.toctree_includes.get(doc, []):
+                visit(child)
+
+    visit(env.config.root_doc)
+    return order
+
+
+def read_the_ledger_last(app: Any, env: Any, docnames: list[str]) -> None:
+    """Read the pages that hold the ledger after every other page: a notebook page records its
+    claims while it is read (its kernel runs then), unlike a gallery example, which runs before."""
+    holders = [doc for doc in docnames if "claims-ledger" in Path(env.doc2path(doc)).read_text(encoding="utf-8")]
+    for doc in holders:
+        docnames.remove(doc)
+    docnames.extend(holders)
+
+
 def setup(app: Any) -> dict[str, Any]:
     app.add_directive("claims-ledger", ClaimsLedgerDirective)
+    app.connect("env-before-read-docs", read_the_ledger_last)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -96,7 +96,7 @@ bounded_max = everything.abs().max().item()
 # -----------------------------------
 # The far window is the training window turned by one fixed rotation: with the block-rotation
 # matrix :math:`M(k)` of :func:`posenc.diagnostics.relative_rotation` (derived on
-# :ref:`sphx_glr_auto_examples_02_properties_plot_relative_rotation.py`),
+# :doc:`/properties/relative_rotation`),
 # :math:`PE(p + 5000) = PE(p)\,M(5000)` for every :math:`p`. A rotation keeps lengths, distances
 # and dot products, so every comparison *between* rows of the far window equals the same
 # comparison in the training window:

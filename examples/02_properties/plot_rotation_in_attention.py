@@ -3,7 +3,7 @@ Does the rotation make attention scores relative?
 =================================================
 
 The sinusoidal encoding moves by a fixed rotation, :math:`PE_{pos+k} = PE_{pos} M(k)`, derived
-and checked on :ref:`sphx_glr_auto_examples_02_properties_plot_relative_rotation.py`. This page
+and checked on :doc:`/properties/relative_rotation`. This page
 asks whether that makes attention scores depend on the offset :math:`j - i` only, once learned
 projections :math:`W_Q, W_K` come between, and compares RoPE, which rotates after the projections.
 """

@@ -20,7 +20,7 @@ still depends only on relative positions, and the attention is simply wrong.
 #   Llama code (and the many models written after it) use it (transformers 5.24).
 # * **interleaved**: channel :math:`2i` pairs with :math:`2i + 1`, each frequency repeated twice
 #   in a row. RoFormer, Meta's original Llama code (complex numbers, see
-#   :ref:`sphx_glr_auto_examples_04_variants_plot_rope_derivation.py`), GPT-J's
+#   :doc:`/variants/rope_derivation`), GPT-J's
 #   ``rotate_every_two`` (transformers 5.24) and torchtune 0.6.1's ``RotaryPositionalEmbeddings``
 #   use it (torchtune's Qwen2 and Phi-3 modules use the half-split layout).
 #
@@ -183,7 +183,7 @@ assert score_difference["half, weights permuted"] < 1e-12
 # Its queries and keys get a constant part, a bias (as the q/k projections of Qwen2 have),
 # written for the interleaved layout: pair :math:`i` of the key bias is 1, pair :math:`i` of
 # the query bias is :math:`a\, e^{-\mathrm{i}\theta_i}`, so that, by the derivation in
-# :ref:`sphx_glr_auto_examples_04_variants_plot_rope_derivation.py`, the positional part of the
+# :doc:`/variants/rope_derivation`, the positional part of the
 # score (before the :math:`1/\sqrt{d}` scaling) is
 #
 # .. math::

@@ -58,7 +58,7 @@ for column, d in enumerate(distances.tolist()):
 #   right rotation.
 # * The absolute encodings must learn "position :math:`t` attends to :math:`t - D`" for every
 #   :math:`t`; sinusoids make that a rotation too (see
-#   :ref:`sphx_glr_auto_examples_02_properties_plot_relative_rotation.py`), a learned table has to
+#   :doc:`/properties/relative_rotation`), a learned table has to
 #   discover it position by position.
 #
 # The rows of Shaw's table and T5's buckets by distance, with the defaults of

@@ -13,7 +13,7 @@ width are exchanged?
 # The angles: the row's, then the column's
 # ----------------------------------------
 # In 1-D RoPE with head width :math:`d`, pair :math:`i` at position :math:`p` turns by
-# :math:`p\,\theta_i` (see :ref:`sphx_glr_auto_examples_04_variants_plot_rope_derivation.py`).
+# :math:`p\,\theta_i` (see :doc:`/variants/rope_derivation`).
 # For the patch at row :math:`r`, column :math:`c` of an :math:`H \times W` grid, axial RoPE
 # uses the frequencies of a 1-D RoPE of width :math:`d/2` twice, once per coordinate:
 #

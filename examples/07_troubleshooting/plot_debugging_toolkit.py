@@ -136,7 +136,7 @@ print(f"at width 64: {diagnostics.collisions(LENGTH, 64, torch.bfloat16)}")
 # Two checks test the structure the formula promises. The interleaved table moves by a fixed
 # rotation: :math:`PE_{p+k} = PE_p\,M(k)`, with :math:`M(k)` from
 # :func:`posenc.diagnostics.relative_rotation` (the relative-rotation page,
-# :ref:`sphx_glr_auto_examples_02_properties_plot_relative_rotation.py`, derives it). And the
+# :doc:`/properties/relative_rotation`, derives it). And the
 # mean dot product of rows :math:`k` apart, :func:`posenc.diagnostics.dot_product_by_offset`,
 # should be :math:`\sum_i \cos(k\,\omega_i)`, whatever the positions. Each is measured as its
 # largest error over the whole table, against a tolerance of :math:`d` roundings of the table's

@@ -26,7 +26,8 @@ pytestmark = pytest.mark.skipif(
 
 
 def _build(
-    tmp_path: Path, example: str, language: str = "en", figures_po: str | None = None, notebook: str | None = None
+    tmp_path: Path, example: str, language: str = "en", figures_po: str | None = None, notebook: str | None = None,
+    pages: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     src, examples = tmp_path / "src", tmp_path / "examples"
     src.mkdir()
@@ -34,8 +35,11 @@ def _build(
     (examples / "README.rst").write_text("Gallery\n=======\n")
     (examples / "plot_case.py").write_text(textwrap.dedent(example))
     # The site places examples through its parts' index pages, not the gallery overview.
-    pages = "   auto_examples/plot_case\n   auto_examples/index\n" + ("   notebook\n" if notebook else "")
-    (src / "index.rst").write_text("Test\n====\n\n.. toctree::\n\n" + pages)
+    toctree = "   auto_examples/plot_case\n   auto_examples/index\n" + ("   notebook\n" if notebook else "")
+    for name, text in (pages or {}).items():  # more MyST pages
+        toctree += f"   {name}\n"
+        (src / f"{name}.md").write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
+    (src / "index.rst").write_text("Test\n====\n\n.. toctree::\n\n" + toctree)
     if notebook:
         (src / "notebook.md").write_text(textwrap.dedent(notebook).lstrip())
     if figures_po is not None:
@@ -329,3 +333,12 @@ def test_notebook_claims_reach_the_ledger_and_leave_it_with_the_cell(tmp_path: P
     result = _sphinx(tmp_path, "en")
     assert result.returncode != 0
     assert "no page has recorded claims yet" in result.stdout + result.stderr
+
+
+def test_the_ledger_page_holds_the_rows_of_notebooks_read_after_it_in_a_cold_build(tmp_path: Path) -> None:
+    """Notebooks record their claims while they are read; the ledger page ("a_ledger", first in
+    name order) is read after them, so the first build already shows the row."""
+    notebook = _NOTEBOOK % "claims = [dict(claim='Two and two make four.', source='arithmetic', measured='4', verdict='holds')]"
+    result = _build(tmp_path, _LABELLED, notebook=notebook, pages={"a_ledger": "# Ledger\n\n```{claims-ledger}\n```\n"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "<td><p>Two and two make four.</p></td>" in (tmp_path / "out" / "a_ledger.html").read_text(encoding="utf-8")

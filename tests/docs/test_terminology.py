@@ -124,3 +124,26 @@ def test_figure_labels_need_no_first_use_gloss(tmp_path: Path) -> None:
     assert lint_terms.lint([_po(tmp_path / "figures.po", [("ALiBi bias", "ALiBi 偏置")])]) == []
     problems = lint_terms.lint([_po(tmp_path / "page.po", [("ALiBi bias.", "ALiBi 偏置。")])])
     assert any("first use of ALiBi" in p.rule for p in problems)
+
+
+def test_myst_pages_follow_markdown_escaping_not_rest() -> None:
+    """In a MyST page, markup touches full-width brackets directly, and reST's "\\ " would show
+    as a backslash (only inside math is it a LaTeX space)."""
+    touching = ("The **relative bound** (RoFormer).", "即**相对上界**（RoFormer）。")
+    assert lint_terms.check_message(*touching, "page.po", myst=True) == []
+    assert any("followed by '（'" in rule for rule in lint_terms.check_message(*touching, "page.po"))
+    escaped = ("The **relative bound** (RoFormer).", "即\\ **相对上界**\\ （RoFormer）。")
+    assert any("shows as a backslash" in rule for rule in lint_terms.check_message(*escaped, "page.po", myst=True))
+    in_math = ("A space $a\\ b$ in math.", "数学中的空格 $a\\ b$。")
+    assert lint_terms.check_message(*in_math, "page.po", myst=True) == []
+
+
+def test_catalogues_of_myst_pages_are_linted_as_myst(tmp_path: Path) -> None:
+    escaped = [("The **relative bound** (RoFormer).", "即\\ **相对上界**\\ （RoFormer）。")]
+    folder = tmp_path / "LC_MESSAGES" / "variants"
+    folder.mkdir(parents=True)
+    # variants/rope_long_term_decay is a MyST page of the site; "variants/not_a_page" is not.
+    myst = lint_terms.lint_catalogue(_po(folder / "rope_long_term_decay.po", escaped), "variants/rope_long_term_decay.po")
+    rest = lint_terms.lint_catalogue(_po(folder / "not_a_page.po", escaped), "variants/not_a_page.po")
+    assert any("shows as a backslash" in p.rule for p in myst)
+    assert not any("shows as a backslash" in p.rule for p in rest)
