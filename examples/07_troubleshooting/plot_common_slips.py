@@ -1,12 +1,13 @@
 """
-Five quick slips and their symptoms
-===================================
+Three silent slips: wrong positions without an error
+====================================================
 
-Five small mistakes account for many "my positional encoding is broken" reports: the wrong axis
-taken as the sequence, an odd model width, positions held in half precision, height and width
-swapped in a 2-D encoding, and a sequence longer than the table. Each section below starts from
-what you see, reproduces it in a few lines, names the cause, applies the fix, and checks it
-with an assertion that runs with the page.
+Three small mistakes give a model wrong positions and raise no error: the batch axis taken as
+the sequence, positions held in half precision, and height and width swapped in a 2-D encoding.
+Each section below starts from what you see, reproduces it in a few lines, names the cause,
+applies the fix, and checks it with an assertion that runs with the page. The slips that do
+raise an error, an odd width and an input longer than the table, are on
+:ref:`sphx_glr_auto_examples_07_troubleshooting_plot_slips_that_raise.py`.
 """
 
 # %%
@@ -86,44 +87,6 @@ for result in (fixed, transposed):
     assert (positions_added(result, batch) == torch.arange(5)).all()  # token t gets row t
     assert torch.allclose(result[0], result[1], atol=1e-6)  # the place in the batch no longer matters
 print("token t gets position t in every sample:", positions_added(fixed, batch)[0].tolist())
-
-# %%
-# A shape error when the table is built
-# -------------------------------------
-# **What you see.** Building the encoding fails before the model sees any data, with a message
-# about sizes 3 and 4.
-#
-# **Reproduce it.** The same tutorial module, with an odd width:
-d_odd = 7
-try:
-    TutorialPositionalEncoding(d_odd)
-except RuntimeError as error:
-    print(f"RuntimeError: {error}")
-else:
-    raise AssertionError("expected a shape error")
-
-# %%
-# **Why.** ``arange(0, d, 2)`` has :math:`\lceil d/2 \rceil` entries, one frequency per even
-# column. With :math:`d = 7` there are four even columns but only three odd ones, so the cosines
-# do not fit.
-#
-# **The fix.** Use an even width, which every common model does, or a function that defines the
-# odd case: :func:`posenc.sinusoidal_table` gives the last column the sine of one more frequency,
-# without its cosine. Rotary encodings need pairs of channels, and there an odd width is refused
-# with a message (:func:`posenc.rope_cos_sin`).
-#
-# **Check.**
-odd = posenc.sinusoidal_table(10, d_odd, dtype=torch.float64)
-last_frequency = posenc.sinusoidal_frequencies(d_odd)[-1]
-assert odd.shape == (10, d_odd)
-assert torch.equal(odd[:, -1], torch.sin(torch.arange(10, dtype=torch.float64) * last_frequency))
-try:
-    posenc.rope_cos_sin(10, d_odd)
-except ValueError as error:
-    print(f"rope_cos_sin(10, {d_odd}): ValueError: {error}")
-else:
-    raise AssertionError("an odd rotary width must be refused")
-print(f"sinusoidal_table(10, {d_odd}): shape {tuple(odd.shape)}")
 
 # %%
 # Neighbouring tokens look alike in bfloat16
@@ -261,61 +224,8 @@ assert misplaced > 0
 print(f"swapped arguments: {misplaced} of {height * width} patches encoded at another place")
 
 # %%
-# A longer input fails
-# --------------------
-# **What you see.** A model that worked on the training data fails on a longer document, with a
-# message about tensor sizes, or about ``max_len``.
-#
-# **Reproduce it.** The module printed in the seed articles adds ``self.pe[:x.size(1)]`` to a
-# ``(max_len, d)`` table (its table is taken from posenc here; only the forward pass matters);
-# posenc's learned table checks the length first. Both get 12 tokens with ``max_len = 8``:
-
-
-class SeedPositionalEncoding(nn.Module):
-    """The seed articles' module: a (max_len, d) table, added as x + pe[:x.size(1)]."""
-
-    def __init__(self, d_model, max_len=5000):
-        super().__init__()
-        self.register_buffer("pe", posenc.sinusoidal_table(max_len, d_model))
-
-    def forward(self, x):
-        return x + self.pe[: x.size(1)]
-
-
-long_input = torch.zeros(2, 12, d)
-failures = {}
-for module in (SeedPositionalEncoding(d, max_len=8), posenc.LearnedPositionalEncoding(d, max_len=8)):
-    try:
-        module(long_input)
-    except (RuntimeError, ValueError) as error:
-        failures[type(module).__name__] = error
-        print(f"{type(module).__name__}: {type(error).__name__}: {error}")
-
-# %%
-# **Why.** A precomputed table has ``max_len`` rows. Slicing past the end returns the rows that
-# exist, and adding 8 rows to 12 tokens is a shape error; a learned table has no vectors beyond
-# its rows at all.
-#
-# **The fix.** For a sinusoidal table, compute the missing rows: the formula holds at every
-# position, and :class:`posenc.SinusoidalPositionalEncoding` does it, so its ``max_len`` is only
-# a cache size. A learned table cannot be extended this way: train at the length you need or
-# choose a relative encoding. Whether a model *trained* on short inputs then reads long ones
-# well is another question, answered on
-# :ref:`sphx_glr_auto_examples_07_troubleshooting_plot_past_training_length.py`.
-#
-# **Check.**
-assert isinstance(failures["SeedPositionalEncoding"], RuntimeError)
-assert "max_len=8" in str(failures["LearnedPositionalEncoding"])
-grown = posenc.SinusoidalPositionalEncoding(d, max_len=8)(long_input)
-assert torch.equal(grown[0], posenc.sinusoidal_table(12, d))
-print(f"SinusoidalPositionalEncoding(max_len=8): output {tuple(grown.shape)}")
-
-# %%
 # What this shows
 # ---------------
-# * Two of the five slips raise an error (an odd width, a sequence longer than the table); three
-#   give wrong numbers silently (the batch axis taken as the sequence, positions rounded in
-#   half precision, height and width swapped).
-# * The silent ones pass every shape check. Tests that read back the position each token
+# * The three slips pass every shape check. Tests that read back the position each token
 #   received (on a batch of identical sequences, a non-square grid) or count duplicate rows in
 #   the dtype the model runs in catch them.
