@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -30,11 +32,7 @@ def tokens(seq: int = SEQ, seed: int = 0) -> torch.Tensor:
 @pytest.mark.parametrize("position", POSITIONS)
 def test_chunked_prefill_equals_one_full_pass(position: str) -> None:
     net, x = model(position), tokens()
-    cache, pieces, start = KVCache(), [], 0
-    for size in (4, 3, 4):
-        pieces.append(net(x[:, start:start + size], cache=cache))
-        start += size
-    torch.testing.assert_close(torch.cat(pieces, dim=1), net(x), rtol=0, atol=1e-10)
+    torch.testing.assert_close(net.logits_in_chunks(x, (4, 3, 4)), net(x), rtol=0, atol=1e-10)
 
 
 @pytest.mark.parametrize("causal", [True, False])
@@ -194,3 +192,24 @@ def test_bad_spans_windows_and_sinks_are_refused() -> None:
     with pytest.raises(ValueError, match="sliding_window must be a positive integer, got 0"):
         TransformerConfig(vocab_size=VOCAB, sliding_window=0)
     assert len(cache) == 11  # nothing was changed by the refused calls
+
+
+def test_logits_in_chunks_are_the_chunks_of_one_cache_concatenated() -> None:
+    """The method is the loop it replaces: one new cache, the chunks in order, default positions."""
+    net, x = model("rope"), tokens()
+    cache = KVCache()
+    by_hand = torch.cat([net(x[:, :2], cache=cache), net(x[:, 2:3], cache=cache), net(x[:, 3:], cache=cache)], dim=1)
+    assert torch.equal(net.logits_in_chunks(x, [2, 1, SEQ - 3]), by_hand)
+    # A fresh cache each call: calling twice gives the same logits.
+    assert torch.equal(net.logits_in_chunks(x, [2, 1, SEQ - 3]), by_hand)
+
+
+@pytest.mark.parametrize(("sizes", "error", "message"), [
+    ((4, 3), ValueError, f"the chunk sizes [4, 3] sum to 7, not to the {SEQ} tokens"),
+    ((SEQ, 0), ValueError, "each chunk size must be a positive integer, got 0"),
+    ((), ValueError, "sizes is empty: give at least one chunk"),
+    ((SEQ - 1.5, 1.5), TypeError, "each chunk size"),
+])
+def test_logits_in_chunks_refuse_sizes_that_do_not_cover_the_tokens(sizes, error, message) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(error, match=re.escape(message)):
+        model("rope").logits_in_chunks(tokens(), sizes)

@@ -4,6 +4,7 @@ the decision rule at its boundaries, what ``run`` puts in a record, and how ``sa
 from __future__ import annotations
 
 import json
+import re
 import platform
 import subprocess
 import time
@@ -77,3 +78,51 @@ def test_the_hash_is_of_the_code_before_the_run(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(experiment("long_range"), "run", lambda config, seed: calls.append("run") or {})
     record = run("long_range", "short", seeds=[0])
     assert calls == ["hash", "run"] and record.hash == "before"
+
+
+def _record(metrics: dict[str, dict], seeds: list[int]) -> experiments.Record:
+    return experiments.Record(
+        experiment="x", size="full", config={}, seeds=seeds, metrics=metrics, hash="h", commit="abc1234",
+        torch="2.13.0+cpu", machine={"python": "3.11.7", "cpus": 2, "processes": 1}, seconds=150.0,
+        finished="2026-12-03T05:00:00+00:00",
+    )
+
+
+def test_arrays_hold_one_row_per_seed_in_the_record_order() -> None:
+    record = _record({"0": {"loss": 1.0, "curve": [1, 2]}, "7": {"loss": 3.0, "curve": [3, 4]}}, seeds=[7, 0])
+    arrays = record.arrays()
+    assert list(arrays) == ["loss", "curve"]
+    assert arrays["loss"].tolist() == [3.0, 1.0] and arrays["curve"].tolist() == [[3, 4], [1, 2]]
+
+
+@pytest.mark.parametrize(("metrics", "message"), [
+    ({"0": {"loss": 1.0}, "1": {"other": 1.0}}, "seed 1 reports the metrics ['other'], seed 0 ['loss']"),
+    ({"0": {"curve": [1, 2]}, "1": {"curve": [1, 2, 3]}}, "metric 'curve' has values of shapes [(2,), (3,)] across seeds"),
+])
+def test_arrays_refuse_seeds_that_do_not_match(metrics: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        _record(metrics, seeds=[0, 1]).arrays()
+
+
+def test_provenance_says_how_the_run_was_made() -> None:
+    record = _record({"0": {"loss": 1.0}}, seeds=[0])
+    assert record.provenance() == ("2 min on 2 CPU(s), 1 process(es), torch 2.13.0+cpu, Python 3.11.7, commit abc1234, "
+                                   "2026-12-03")
+
+
+def test_the_build_run_is_made_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[str, str]] = []
+
+    def fake_run(name: str, size: str = "full") -> str:
+        calls.append((name, size))
+        return f"{name} {size} run {len(calls)}"
+
+    monkeypatch.setattr(experiments, "run", fake_run)
+    experiments.build_run.cache_clear()
+    try:
+        first = experiments.build_run("two_languages")
+        assert experiments.build_run("two_languages") is first and first == "two_languages short run 1"
+        assert experiments.build_run("long_range") == "long_range short run 2"
+        assert calls == [("two_languages", "short"), ("long_range", "short")]
+    finally:
+        experiments.build_run.cache_clear()

@@ -355,6 +355,10 @@ def write_template(app: Any, exception: Exception | None) -> None:
                 continue
             messages += [m for m in cached_messages(pickle_path(image)) if m not in messages]
     for pickled in notebook_pickles(app):
+        if not pickled.is_file():
+            logger.warning("a notebook figure has no pickle (%s): delete %s to run the notebooks again",
+                           pickled.name, pickled.parent.parent.parent)
+            continue
         messages += [m for m in cached_messages(pickled) if m not in messages]
     catalogue = Catalog(project=app.config.project, version=app.config.version, charset="utf-8", fuzzy=False)
     for message in sorted(messages):

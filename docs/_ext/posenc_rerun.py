@@ -23,6 +23,7 @@ again"):
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 import sys
@@ -65,6 +66,10 @@ def _run_again_if_the_library_changed(app: Any, config: Any) -> None:
         return
     config.sphinx_gallery_conf["run_stale_examples"] = True
     shutil.rmtree(config.nb_execution_cache_path, ignore_errors=True)
+    if stamp.is_file():
+        # Newer than every page read so far: the notebook pages, which depend on it, are read
+        # (and run) again in this build, not only in the one after the new stamp is written.
+        os.utime(stamp)
     # To the terminal, like the examples' progress lines (make html runs Sphinx quietly).
     print("posenc/ changed since the last build: every example and notebook runs again", file=sys.stderr, flush=True)
 

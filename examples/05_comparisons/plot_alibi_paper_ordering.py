@@ -20,7 +20,7 @@ windows each model's loss rises, and grades the paper's comparisons on the recor
 import matplotlib.pyplot as plt
 import numpy as np
 
-from posenc.experiments import compare, load_record
+from posenc.experiments import build_run, compare, load_record
 from posenc.experiments import train_short_test_long as experiment
 
 SHORT, FULL = experiment.SHORT, experiment.FULL
@@ -28,13 +28,11 @@ train_len, factors = SHORT["train_len"], SHORT["factors"]
 for name, config in (("build run", SHORT), ("recorded run", FULL)):
     print(f"{name:>12}: width {config['dim']} (RoPE: {config['dim'] // config['heads'] // 2} frequency pairs "
           f"per head), {config['steps']} steps, seeds {config['seeds']}")
-short = [experiment.run(SHORT, seed) for seed in SHORT["seeds"]]
-build = {key: np.array([metrics[key] for metrics in short]) for key in short[0]}  # metric: (seeds, ...)
+build = build_run("train_short_test_long").arrays()  # metric: (seeds, ...)
 record = load_record("train_short_test_long")
-recorded = {key: np.array(record.values(key)) for key in short[0]}
+recorded = record.arrays()
 runs = {"build run": build, "recorded run": recorded}
-print(f"record: {record.seconds / 60:.0f} min on {record.machine['cpus']} CPU(s), {record.machine['processes']} "
-      f"process(es), torch {record.torch}, commit {record.commit}, {record.finished[:10]}")
+print("record:", record.provenance())
 encodings = list(experiment.ENCODINGS)
 names = {"none": "NoPE", "sinusoidal": "sinusoidal", "learned": "learned", "t5": "T5 bias", "rope": "RoPE",
          "alibi": "ALiBi", "cope": "CoPE"}

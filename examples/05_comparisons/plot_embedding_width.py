@@ -60,9 +60,7 @@ def parameter_count(d, vocab_size, layers):
 
 build = {seed: experiment.run(SHORT, seed) for seed in SHORT["seeds"]}
 record = load_record("embedding_width")
-print(f"record: {record.seconds / 60:.0f} min on {record.machine['cpus']} CPU(s), {record.machine['processes']} "
-      f"process(es), torch {record.torch}, Python {record.machine['python']}, commit {record.commit}, "
-      f"{record.finished[:10]}")
+print("record:", record.provenance())
 counts = {d: parameter_count(d, corpus.vocab_size, FULL["layers"]) for d in FULL["widths"]}
 for d, count in counts.items():
     model = experiment.make_model(FULL, corpus.vocab_size, d, seed=0)

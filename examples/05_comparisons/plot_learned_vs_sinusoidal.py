@@ -73,8 +73,7 @@ for name, config in (("build run", SHORT), ("recorded run", FULL)):
           f"seeds {config['seeds']}")
 build = {seed: experiment.run(SHORT, seed) for seed in SHORT["seeds"]}
 record = load_record("learned_vs_sinusoidal")
-print(f"record: {record.seconds / 60:.0f} min on {record.machine['cpus']} CPU(s), {record.machine['processes']} "
-      f"process(es), torch {record.torch}, commit {record.commit}, {record.finished[:10]}")
+print("record:", record.provenance())
 
 
 def per_seed(run, metric):

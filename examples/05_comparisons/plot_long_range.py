@@ -99,8 +99,7 @@ for position in encodings:
     accuracy[position] = np.array(per_seed)
 record = load_record("long_range")
 recorded = {position: np.array(record.values(f"accuracy/{position}")) for position in encodings}
-print(f"record: {record.seconds / 60:.0f} min on {record.machine['cpus']} CPU(s), {record.machine['processes']} "
-      f"process(es), torch {record.torch}, commit {record.commit}, {record.finished[:10]}")
+print("record:", record.provenance())
 
 for run_name, table in (("build run", accuracy), ("recorded run", recorded)):
     print(f"{run_name}: accuracy, mean over seeds (min-max)")

@@ -92,8 +92,7 @@ for causal, position in combos:
           + f"  (largest twin logit difference {max(gaps[key]):.1e})")
 record = load_record("order_without_positions")
 recorded = {name(c, p): record.values(f"accuracy/{name(c, p)}") for c, p in combos}
-print(f"record: {record.seconds / 60:.0f} min on {record.machine['cpus']} CPU(s), {record.machine['processes']} "
-      f"process(es), torch {record.torch}, commit {record.commit}, {record.finished[:10]}")
+print("record:", record.provenance())
 for key, values in recorded.items():
     print(f"{key:>22}: recorded test accuracy " + ", ".join(f"{a:.3f}" for a in values)
           + f"  (largest twin logit difference {max(record.values(f'twin_gap/{key}')):.1e})")

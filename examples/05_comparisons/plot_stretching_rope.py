@@ -94,8 +94,7 @@ for run_name, config in (("build run", SHORT), ("recorded run", FULL)):
 # alone buys. Loss in nats per character.
 build = {seed: experiment.run(SHORT, seed) for seed in SHORT["seeds"]}
 record = load_record("stretching_rope")
-print(f"record: {record.seconds / 60:.0f} min on {record.machine['cpus']} CPU(s), {record.machine['processes']} "
-      f"process(es), torch {record.torch}, commit {record.commit}, {record.finished[:10]}")
+print("record:", record.provenance())
 RUNS = [*METHODS, CONTROL]
 
 

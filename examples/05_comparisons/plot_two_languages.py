@@ -72,8 +72,7 @@ for run_name, config in (("build run", SHORT), ("recorded run", FULL)):
           f"characters scored at {train_len} and {n_long}")
 build = [experiment.run(SHORT, seed) for seed in SHORT["seeds"]]
 record = load_record("two_languages")
-print(f"record: {record.seconds / 60:.0f} min on {record.machine['cpus']} CPU(s), {record.machine['processes']} "
-      f"process(es), torch {record.torch}, commit {record.commit}, {record.finished[:10]}")
+print("record:", record.provenance())
 built = {key: np.array([metrics[key] for metrics in build]) for key in build[0]}  # metric: (seeds, ...)
 recorded = {key: np.array(record.values(key)) for key in build[0]}
 for run in (built, recorded):  # the curve is the long windows' loss by position: its mean is their loss

@@ -49,17 +49,14 @@ def model_for(position, **options):
     return CausalLM(config).double().eval()
 
 
-def decode(model, restart_positions):
-    """Logits of the prompt (one call) and of each later token (one call each), with a cache."""
+STEPS = [PROMPT] + [1] * (LENGTH - PROMPT)  # the prompt in one call, then one token per call
+
+
+def decode_restarting_positions(model):
+    """The bug: each call's positions counted from its new tokens only (0 for a single token)."""
     cache = KVCache()
-    logits = [model(tokens[:, :PROMPT], cache=cache)]
-    for t in range(PROMPT, LENGTH):
-        new = tokens[:, t: t + 1]
-        if restart_positions:  # the bug: positions counted from the new tokens only
-            logits.append(model(new, cache=cache, position_ids=torch.arange(new.shape[1])[None]))
-        else:  # the model's default: positions continue from len(cache)
-            logits.append(model(new, cache=cache))
-    return torch.cat(logits, dim=1)
+    return torch.cat([model(new, cache=cache, position_ids=torch.arange(new.shape[1])[None])
+                      for new in tokens.split(STEPS, dim=1)], dim=1)
 
 
 per_step, offset_results = {}, {}
@@ -68,7 +65,9 @@ with torch.no_grad():
         model = model_for(position)
         full = model(tokens)
         for restart in (True, False):
-            step_difference = (decode(model, restart) - full).abs().amax(dim=-1)[0]  # (LENGTH,)
+            # the model's default (logits_in_chunks): positions continue from len(cache)
+            cached = decode_restarting_positions(model) if restart else model.logits_in_chunks(tokens, STEPS)
+            step_difference = (cached - full).abs().amax(dim=-1)[0]  # (LENGTH,)
             per_step[position, restart] = step_difference
         offset_results[position] = (per_step[position, True][:PROMPT].max().item(),
                                     per_step[position, True][PROMPT:].max().item(),

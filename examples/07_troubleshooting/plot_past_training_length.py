@@ -51,8 +51,7 @@ build_models, build_metrics = {}, {}
 for seed in SHORT["seeds"]:
     build_models[seed], build_metrics[seed] = experiment.run_models(SHORT, seed)
 record = load_record("past_training_length")
-print(f"record: {record.seconds / 60:.0f} min on {record.machine['cpus']} CPU(s), torch {record.torch}, "
-      f"commit {record.commit}, {record.finished[:10]}")
+print("record:", record.provenance())
 
 # %%
 # In a causal model whose encoding does not depend on the input's length, position :math:`t`

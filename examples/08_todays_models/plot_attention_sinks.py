@@ -107,8 +107,7 @@ for training in TRAININGS:
 # the first eviction, mean and spread (largest minus smallest) across the seeds:
 assert (len(FULL["seeds"]), FULL["dim"] // FULL["heads"], FULL["steps"], FULL["streams"]) == (5, 32, 1500, 16)
 record = load_record("attention_sinks")
-print(f"record: {record.seconds / 60:.0f} min on {record.machine['cpus']} CPU(s), torch {record.torch}, "
-      f"commit {record.commit}, {record.finished[:10]}")
+print("record:", record.provenance())
 recorded = {(training, method): np.array(record.values(f"loss/{training}/{method}"))
             for training in TRAININGS for method in METHODS}
 recorded_attention = {training: np.array(record.values(f"first_key_attention/{training}")) for training in TRAININGS}

@@ -15,6 +15,7 @@ exceed twice the spread (largest minus smallest) of either setting across seeds.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import inspect
@@ -29,10 +30,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Sequence
 
+import numpy as np
 import torch
 
-__all__ = ["EXPERIMENTS", "RECORDS", "Record", "compare", "experiment", "code_hash", "run", "save", "load_record",
-           "stale_records"]
+__all__ = ["EXPERIMENTS", "RECORDS", "Record", "build_run", "compare", "experiment", "code_hash", "run", "save",
+           "load_record", "stale_records"]
 
 #: The experiments, by name (each a module of this package).
 EXPERIMENTS = ("attention_sinks", "embedding_width", "learned_vs_sinusoidal", "long_range", "order_without_positions",
@@ -106,6 +108,34 @@ class Record:
         """``metric`` for every seed, in the order of :attr:`seeds`."""
         return [self.metrics[str(seed)][metric] for seed in self.seeds]
 
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Every metric as an array with one row per seed: ``{metric: (seeds, ...)}``.
+
+        Raises
+        ------
+        ValueError
+            If the seeds report different metrics, or a metric's shapes differ across seeds.
+        """
+        names = list(self.metrics[str(self.seeds[0])])
+        for seed in self.seeds:
+            if list(self.metrics[str(seed)]) != names:
+                raise ValueError(f"seed {seed} reports the metrics {sorted(self.metrics[str(seed)])}, "
+                                 f"seed {self.seeds[0]} {sorted(names)}")
+        result = {}
+        for name in names:
+            shapes = {np.shape(value) for value in self.values(name)}
+            if len(shapes) > 1:
+                raise ValueError(f"metric {name!r} has values of shapes {sorted(shapes)} across seeds")
+            result[name] = np.array(self.values(name))
+        return result
+
+    def provenance(self) -> str:
+        """One line saying how the run was made: wall time, CPUs and processes, torch and Python
+        versions, commit and date."""
+        machine = self.machine
+        return (f"{self.seconds / 60:.0f} min on {machine['cpus']} CPU(s), {machine['processes']} process(es), "
+                f"torch {self.torch}, Python {machine['python']}, commit {self.commit}, {self.finished[:10]}")
+
     @property
     def stale(self) -> bool:
         """Whether the experiment's code or configuration changed since the run."""
@@ -166,6 +196,17 @@ def run(name: str, size: str = "full", seeds: Sequence[int] | None = None, *,
                   hash=digest, commit=_commit(), torch=torch.__version__,
                   machine=_machine(processes, backend), seconds=round(time.perf_counter() - start, 1),
                   finished=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+
+@functools.cache
+def build_run(name: str) -> Record:
+    """The short run of experiment ``name`` (``run(name, "short")``), made once per process.
+
+    The site builds its pages in one process, and two pages that show the same build run share
+    it instead of training the same models twice. Every seed's training is seeded, so the shared
+    run is the run either page would have made.
+    """
+    return run(name, "short")
 
 
 def save(record: Record, folder: Path = RECORDS) -> Path:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 from torch import nn
@@ -589,3 +589,31 @@ class CausalLM(nn.Module):
         if self.head is None:
             return hidden @ self.transformer.embed.weight.T  # (batch, seq, dim) @ (dim, vocab)
         return self.head(hidden)
+
+    def logits_in_chunks(self, tokens: torch.Tensor, sizes: Sequence[int]) -> torch.Tensor:
+        """Logits of ``tokens`` fed in consecutive chunks through one new :class:`KVCache`.
+
+        Each chunk's positions continue from the tokens cached before it (the default of
+        :meth:`forward`): sizes ``[prompt, 1, 1, ...]`` are incremental decoding, larger sizes a
+        chunked prefill. With a correct cache the result equals ``self(tokens)``.
+
+        Parameters
+        ----------
+        tokens : torch.Tensor
+            Integer token ids ``(batch, seq)``.
+        sizes : list of int
+            Positive chunk lengths that sum to ``seq``.
+
+        Returns
+        -------
+        torch.Tensor
+            Logits ``(batch, seq, vocab_size)``, the chunks' logits concatenated.
+        """
+        check_tokens(tokens)
+        sizes = [check_positive_int("each chunk size", size) for size in sizes]
+        if not sizes:
+            raise ValueError("sizes is empty: give at least one chunk")
+        if sum(sizes) != tokens.shape[1]:
+            raise ValueError(f"the chunk sizes {sizes} sum to {sum(sizes)}, not to the {tokens.shape[1]} tokens")
+        cache = KVCache()
+        return torch.cat([self(chunk, cache=cache) for chunk in tokens.split(sizes, dim=1)], dim=1)
