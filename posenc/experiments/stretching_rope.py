@@ -94,7 +94,8 @@ def train_base(config: dict[str, Any], seed: int) -> tuple[CausalLM, float]:
     model = CausalLM(model_config(config))
     log = train(model, next_token_loss, batches(config, config["train_len"]), steps=config["steps"], lr=config["lr"],
                 seed=seed, warmup=config["warmup"])
-    return model, sum(log.losses[-20:]) / 20
+    last = log.losses[-20:]  # fewer than 20 in a run shorter than 20 steps
+    return model, sum(last) / len(last)
 
 
 def fine_tune(model: CausalLM, config: dict[str, Any], length: int, seed: int) -> CausalLM:
