@@ -108,6 +108,16 @@ def test_provenance_says_how_the_run_was_made() -> None:
     record = _record({"0": {"loss": 1.0}}, seeds=[0])
     assert record.provenance() == ("2 min on 2 CPU(s), 1 process(es), torch 2.13.0+cpu, Python 3.11.7, commit abc1234, "
                                    "2026-12-03")
+    record.seconds = 3540.0  # 59 minutes exactly
+    assert record.provenance().startswith("59 min on ")
+
+
+def test_a_run_records_its_wall_time_to_a_tenth_of_a_second(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = experiment("learned_vs_sinusoidal")
+    monkeypatch.setattr(module, "run", lambda config, seed: {"loss": 1.0})
+    clock = iter([100.0, 112.34])
+    monkeypatch.setattr(experiments.time, "perf_counter", lambda: next(clock))
+    assert run("learned_vs_sinusoidal", seeds=[0], overrides=QUICK).seconds == 12.3
 
 
 def test_the_build_run_is_made_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
