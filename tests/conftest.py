@@ -16,8 +16,6 @@ if "TRITON_INTERPRET" not in os.environ:
     if not torch.cuda.is_available():
         os.environ["TRITON_INTERPRET"] = "1"
 
-from site_languages import LANGUAGES  # noqa: E402
-
 # Under `make test`, skips other than "needs CUDA" fail the run (tests/skip_policy.py).
 from skip_policy import (  # noqa: E402, F401
     pytest_collectreport,
@@ -44,6 +42,10 @@ def default_float64() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def site() -> Path:
     """The built static tree; `make test` builds it first and sets POSENC_REQUIRE_SITE=1."""
+    # Imported here: the library tests also run from copies without the site's files
+    # (mutation testing, docs/dev/mutation-testing.md).
+    from site_languages import LANGUAGES
+
     if not all((SITE / lang / "index.html").is_file() for lang in LANGUAGES):
         message = f"the site is not built in {SITE}: run `make html` (or `make test`)"
         if os.environ.get("POSENC_REQUIRE_SITE"):
