@@ -277,11 +277,23 @@ def _rotate_qk_inplace_impl(
     _rotate_pairs([(q, q), (k, k)], cos, sin, interleaved, inverse, backend)
 
 
-_rope_rotate = torch.library.custom_op("posenc::rope_rotate", mutates_args=())(_rotate_impl)
-_rope_rotate_qk = torch.library.custom_op("posenc::rope_rotate_qk", mutates_args=())(_rotate_qk_impl)
-_rope_rotate_qk_ = torch.library.custom_op("posenc::rope_rotate_qk_", mutates_args=("q", "k"))(
-    _rotate_qk_inplace_impl
-)
+# The schemas are written out, not inferred from the annotations: inference evaluates them in the
+# globals of the function it is given, and a wrapper defined in another module (mutmut's
+# trampoline, docs/dev/mutation-testing.md) cannot resolve them. A test checks that they match.
+_rope_rotate = torch.library.custom_op(
+    "posenc::rope_rotate", mutates_args=(),
+    schema="(Tensor x, Tensor cos, Tensor sin, bool interleaved, bool inverse, str backend) -> Tensor",
+)(_rotate_impl)
+_rope_rotate_qk = torch.library.custom_op(
+    "posenc::rope_rotate_qk", mutates_args=(),
+    schema="(Tensor q, Tensor k, Tensor cos, Tensor sin, bool interleaved, bool inverse, str backend)"
+    " -> (Tensor, Tensor)",
+)(_rotate_qk_impl)
+_rope_rotate_qk_ = torch.library.custom_op(
+    "posenc::rope_rotate_qk_", mutates_args=("q", "k"),
+    schema="(Tensor(a0!) q, Tensor(a1!) k, Tensor cos, Tensor sin, bool interleaved, bool inverse,"
+    " str backend) -> ()",
+)(_rotate_qk_inplace_impl)
 
 
 @_rope_rotate.register_fake
