@@ -11,7 +11,7 @@ PIN    := -c requirements/constraints.txt
 STAMP  := $(VENV)/.installed
 MATHJAX := docs/node_modules/mathjax/es5/tex-chtml.js
 
-.PHONY: help venv fonts browser compiler assets html test test-lib i18n check-translations bench mutation clean
+.PHONY: help venv fonts browser compiler assets html test test-lib i18n check-translations bench mutation mutation-decorated clean
 
 help:
 	@echo "make html   build the site (English and Chinese) into docs/_build/html"
@@ -20,6 +20,7 @@ help:
 	@echo "make i18n   update the Chinese catalogues after changing English text"
 	@echo "make bench  run the speed benchmarks"
 	@echo "make mutation MODULE=posenc/rope_config.py  mutation-test one module (slow; see docs/dev/mutation-testing.md)"
+	@echo "make mutation-decorated  the hand-written mutants of the functions mutmut skips (decorated ones)"
 
 # Python environment: torch pinned to the CPU build (requirements/constraints.txt), then the
 # package with its test, reference-library, inference-engine (MLX), docs and triton extras.
@@ -87,6 +88,11 @@ JOBS   ?= 2
 mutation:
 	@test -n "$(MODULE)" || { echo "usage: make mutation MODULE=posenc/rope_config.py [JOBS=2] [RESUME=1]"; exit 2; }
 	OMP_NUM_THREADS=1 $(PY) tools/mutation.py --jobs $(JOBS) $(if $(RESUME),--resume) $(MODULE)
+
+# mutmut skips decorated functions; their hand-written mutants (tools/decorated_mutants.json).
+# ONLY=posenc/rope.py checks one module's.
+mutation-decorated:
+	$(PY) tools/decorated_mutants.py $(if $(ONLY),--only $(ONLY))
 
 clean:
 	rm -rf docs/_build docs/auto_examples

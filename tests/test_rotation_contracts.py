@@ -26,3 +26,27 @@ def test_written_schemas_are_those_of_the_kernels(operator, kernel, mutates) -> 
     name = operator._opoverload._schema.name
     inferred = infer_schema(inspect.unwrap(kernel), mutates_args=mutates)
     assert str(operator._opoverload._schema) == name + inferred
+
+
+def _inputs(cos_batch: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(1, 3, 5, 8, generator=generator)
+    angles = torch.randn(cos_batch, 1, 5, 8, generator=generator)
+    return x, angles.cos(), angles.sin()
+
+
+@pytest.mark.parametrize("cos_batch", [1, 2])  # cos/sin with a batch axis x lacks: the output is larger than x
+def test_operators_pass_pytorchs_operator_checks(cos_batch: int) -> None:
+    # torch.library.opcheck: the schema (what it says is mutated), the fake (shape-only)
+    # implementations that torch.compile traces with, and the autograd registration.
+    x, cos, sin = _inputs(cos_batch)
+    checks = [
+        (_rotation._rope_rotate, (x, cos, sin, False, False, "torch")),
+        (_rotation._rope_rotate, (x, cos, sin, True, True, "torch")),
+        (_rotation._rope_rotate_qk, (x, x[:, :1].clone(), cos, sin, False, False, "torch")),
+    ]
+    if cos_batch == 1:  # in place needs cos to broadcast to q and k as they are
+        checks.append((_rotation._rope_rotate_qk_, (x.clone(), x[:, :1].clone(), cos, sin, False, False, "torch")))
+    for operator, args in checks:
+        results = torch.library.opcheck(operator, args)
+        assert set(results.values()) == {"SUCCESS"}, (operator, results)

@@ -31,7 +31,9 @@ def _cos_sin(seq: int, width: int, layout: str, dtype: torch.dtype = torch.float
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> None:
-    """Bit equality, NaNs included (and the sign of zero ignored, as torch.equal does)."""
+    """Bit equality, except that NaNs are compared as NaNs (PyTorch's own bfloat16 NaN bits
+    differ between its vectorised and scalar code) and the sign of zero is ignored, as
+    torch.equal does."""
     assert a.dtype == b.dtype and a.shape == b.shape
     torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)
 
@@ -61,6 +63,25 @@ def test_kernel_same_bits_as_torch(layout: str, dtype: torch.dtype, width: int) 
     # ... and those are the bits of two apply_rope calls.
     _same(expected[0], apply_rope(q, cos, sin, layout=layout))
     _same(expected[1], apply_rope(k, cos, sin, layout=layout))
+
+
+def test_kernel_with_more_heads_than_one_program_rotates() -> None:
+    # cos/sin shared by the heads: each program rotates a group of heads; with 6 heads, a full
+    # group and a partial one.
+    for heads in (6, 9):
+        x = _randn(2, heads, 5, 8)
+        cos, sin = _cos_sin(5, 8, "half")
+        _same(apply_rope(x, cos, sin, backend="triton"), apply_rope(x, cos, sin, backend="torch"))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_kernel_inverse_with_pair_members_of_different_angles(layout: str) -> None:
+    # The inverse rotation (the backward of apply_rope) with cos/sin that are not RoPE's: the two
+    # members of a pair have different angles, so each member's own sine must be used.
+    x, cos, sin = _randn(1, 2, 6, 8), _randn(6, 8, seed=1), _randn(6, 8, seed=2)
+    interleaved = layout == "interleaved"
+    _same(_rotation.rotate(x, cos, sin, interleaved, inverse=True, backend="triton"),
+          _rotation.rotate(x, cos, sin, interleaved, inverse=True, backend="torch"))
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
