@@ -36,6 +36,18 @@ def test_prose_drops_underlined_headings(underline: str) -> None:
     assert experiment.prose(f"Heading.\n{underline}\n\nBody text.") == "Body text."
 
 
+@pytest.mark.parametrize("underline", ["*****", "=====", "-----", "~~~~~", "^^^^^"])
+def test_prose_drops_a_heading_and_its_underline_but_not_the_lines_around_them(underline: str) -> None:
+    text = f"Text above.\nA heading of words\n{underline}\nText below."
+    assert experiment.prose(text) == "Text above. Text below."
+    # ...and a heading on the first line of its paragraph.
+    assert experiment.prose(f"A heading\n{underline}\nText below.") == "Text below."
+
+
+def test_prose_keeps_a_line_of_marks_with_nothing_above_it() -> None:
+    assert experiment.prose("=====\nNot a heading.") == "===== Not a heading."
+
+
 def test_prose_keeps_the_first_and_last_characters_of_a_paragraph() -> None:
     assert experiment.prose("Xenon is a gas. X") == ""
     assert experiment.prose("Xenon is a noble gas.\n\nXX marks the spot.") == "Xenon is a noble gas.\nXX marks the spot."

@@ -40,13 +40,15 @@ def prose(help_text: str) -> str:
     A paragraph (lines between blank lines) is kept when it ends with a full stop (not ``...``)
     and holds no interactive session (``>>>``) and no grammar rule (``::=``): code examples and
     grammar rules do not end with a full stop. Headings (a line over an underline of ``*``, ``=``,
-    ``-``) are dropped, and each paragraph's lines are joined with single spaces.
+    ``-``, ``~`` or ``^``) are dropped with their underline, and each paragraph's lines are joined
+    with single spaces.
     """
     kept = []
     for paragraph in re.split(r"\n\s*\n", help_text):
         lines = [line.strip() for line in paragraph.strip("\n").split("\n")]
-        underlined = {i - 1 for i, line in enumerate(lines) if re.fullmatch(r"([*=\-~^])\1+", line)}
-        lines = [line for i, line in enumerate(lines) if line and i not in underlined and i + 1 not in underlined]
+        underlines = {i for i, line in enumerate(lines) if i > 0 and re.fullmatch(r"([*=\-~^])\1+", line)}
+        headings = {i - 1 for i in underlines}
+        lines = [line for i, line in enumerate(lines) if line and i not in headings | underlines]
         text = " ".join(lines)
         if text.endswith(".") and not text.endswith("...") and ">>>" not in text and "::=" not in text:
             kept.append(text)
