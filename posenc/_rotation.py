@@ -443,16 +443,10 @@ class _Rotate(_RotateForCompile):
 
 def _tangent(ctx, x, x_t, cos, sin, cos_t, sin_t):  # type: ignore[no-untyped-def]
     """Forward-mode derivative of one rotated tensor: the rotation of ``x_t`` plus the change
-    that ``cos_t``/``sin_t`` make; None when no tangent reaches it."""
-    out_t = None
-    if x_t is not None:
-        out_t = rotate(x_t, cos, sin, ctx.interleaved, inverse=ctx.inverse, backend=ctx.backend)
-    if cos_t is not None or sin_t is not None:
-        cos_t = torch.zeros_like(cos) if cos_t is None else cos_t
-        sin_t = torch.zeros_like(sin) if sin_t is None else sin_t
-        term = _rotation_of_cos_sin(x, cos_t, sin_t, ctx.interleaved, ctx.inverse)
-        out_t = term if out_t is None else out_t + term
-    return out_t
+    that ``cos_t``/``sin_t`` make. No tangent is None: autograd gives zeros for an input
+    without one (a Function's ``materialize_grads``, on by default)."""
+    out_t = rotate(x_t, cos, sin, ctx.interleaved, inverse=ctx.inverse, backend=ctx.backend)
+    return out_t + _rotation_of_cos_sin(x, cos_t, sin_t, ctx.interleaved, ctx.inverse)
 
 
 class _RotateQKForCompile(torch.autograd.Function):
@@ -517,8 +511,7 @@ class _RotateQK(_RotateQKForCompile):
     @staticmethod
     def jvp(ctx, q_t, k_t, cos_t, sin_t, *_):  # type: ignore[no-untyped-def]
         q, k, cos, sin = ctx.saved_tensors
-        outs = [_tangent(ctx, x, x_t, cos, sin, cos_t, sin_t) for x, x_t in ((q, q_t), (k, k_t))]
-        return tuple(torch.zeros_like(x) if t is None else t for x, t in zip((q, k), outs))
+        return tuple(_tangent(ctx, x, x_t, cos, sin, cos_t, sin_t) for x, x_t in ((q, q_t), (k, k_t)))
 
 
 class _RotateQKInPlace(torch.autograd.Function):
