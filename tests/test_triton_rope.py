@@ -7,6 +7,8 @@ interpreter runs every program of the grid in Python.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -319,3 +321,37 @@ def test_triton_backend_errors_without_gpu_or_triton(monkeypatch: pytest.MonkeyP
         apply_rope(x, cos, sin, backend="triton")
     # "auto" never needs it.
     torch.testing.assert_close(apply_rope(x, cos, sin), apply_rope(x, cos, sin, backend="torch"))
+
+
+def test_interpreting_follows_tritons_knob_or_else_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from posenc import _triton_rope
+
+    # Triton with knobs (3.4 and later): the knob decides. (Triton's own knob follows the
+    # environment variable; stand-in knobs that disagree with it show which one is read.)
+    for knob, environment in ((False, "1"), (True, "0")):
+        monkeypatch.setattr(triton, "knobs", SimpleNamespace(runtime=SimpleNamespace(interpret=knob)))
+        monkeypatch.setenv("TRITON_INTERPRET", environment)
+        assert _triton_rope.interpreting() is knob
+    # An older Triton: the environment variable, "1" meaning on.
+    monkeypatch.delattr(triton, "knobs")
+    for value, expected in (("1", True), ("0", False), ("true", False)):
+        monkeypatch.setenv("TRITON_INTERPRET", value)
+        assert _triton_rope.interpreting() is expected, value
+    monkeypatch.delenv("TRITON_INTERPRET")
+    assert _triton_rope.interpreting() is False
+
+
+def test_kernel_with_a_pass_through_wider_than_one_copy_block() -> None:
+    # 288 pass-through channels: copied 128 at a time.
+    x = _randn(1, 2, 3, 320)
+    cos, sin = _cos_sin(3, 32, "half")
+    _same(apply_rope(x, cos, sin, backend="triton"), apply_rope(x, cos, sin, backend="torch"))
+
+
+def test_kernel_with_cos_per_head_and_the_same_at_every_position() -> None:
+    # cos/sin of shape (1, heads, 1, w): they vary with the head (one head per program), not with
+    # the position.
+    x = _randn(1, 6, 5, 8)
+    angles = _randn(1, 6, 1, 8, seed=1)
+    cos, sin = angles.cos(), angles.sin()
+    _same(apply_rope(x, cos, sin, backend="triton"), apply_rope(x, cos, sin, backend="torch"))
