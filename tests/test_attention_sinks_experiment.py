@@ -132,3 +132,15 @@ def test_run_reports_every_metric_and_one_layer_streams_exactly() -> None:
             # the loss counts the predictions after the first eviction: from window + 1 = 16 on, blocks 2 and 3
             assert loss[f"{training}/{method}"] == pytest.approx(sum(blocks[1:]) / 2, abs=2e-5)
     assert experiment.run(config, seed=0) == metrics  # seeded: a run repeats
+
+
+def test_readings_track_no_gradients() -> None:
+    model, tokens = tiny_model(), stream()
+    assert all(p.requires_grad for p in model.parameters())
+    readings = [
+        experiment.streamed_losses(model, tokens, window=5, sinks=1),
+        experiment.recomputed_losses(model, tokens, window=5),
+        experiment.recomputed_losses(model, tokens, window=32),  # one pass
+        experiment.first_key_attention(model, tokens, since=0),
+    ]
+    assert not any(reading.requires_grad for reading in readings)

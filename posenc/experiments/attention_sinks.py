@@ -102,36 +102,40 @@ def _loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return nn.functional.cross_entropy(logits.transpose(1, 2), targets, reduction="none")  # (batch, seq)
 
 
-@torch.no_grad()
+# The readings below run without gradients; `with torch.no_grad()` rather than the decorator,
+# whose functions mutation testing skips (docs/dev/mutation-testing.md).
+
+
 def streamed_losses(model: CausalLM, stream: torch.Tensor, window: int, sinks: int) -> torch.Tensor:
     """Loss of each prediction ``(streams, length)`` of ``stream`` ``(streams, length + 1)``, read one
     token at a time with :meth:`~posenc.models.Transformer.stream_cache` after each step."""
     cache, losses = KVCache(), []
-    for t in range(stream.shape[1] - 1):
-        losses.append(_loss(model(stream[:, t: t + 1], cache=cache), stream[:, t + 1: t + 2]))
-        model.transformer.stream_cache(cache, window=window, sinks=sinks)
+    with torch.no_grad():
+        for t in range(stream.shape[1] - 1):
+            losses.append(_loss(model(stream[:, t: t + 1], cache=cache), stream[:, t + 1: t + 2]))
+            model.transformer.stream_cache(cache, window=window, sinks=sinks)
     return torch.cat(losses, dim=1)
 
 
-@torch.no_grad()
 def recomputed_losses(model: CausalLM, stream: torch.Tensor, window: int, start: int | None = None) -> torch.Tensor:
     """Loss of each prediction ``(streams, length)`` when each is a fresh pass over the ``window + 1``
     most recent tokens (all of them while there are fewer); with ``start``, the first of those
     tokens is replaced by the start token, which every pass of a start-token model begins with."""
     inputs, targets = stream[:, :-1], stream[:, 1:]
     if inputs.shape[1] <= window + 1:  # no token has more than window + 1 before it
-        return _loss(model(inputs), targets)
-    first = model(inputs[:, : window + 1])  # (streams, window + 1, vocab): every token has all its past
+        with torch.no_grad():
+            return _loss(model(inputs), targets)
     contexts = inputs.unfold(1, window + 1, 1)[:, 1:]  # (streams, n, window + 1): the windows ending after `window`
     if start is not None:
         contexts = torch.cat([torch.full_like(contexts[..., :1], start), contexts[..., 1:]], dim=-1)
     rows = contexts.reshape(-1, window + 1)  # (streams * n, window + 1)
-    later = torch.cat([model(chunk)[:, -1] for chunk in rows.split(512)])  # (streams * n, vocab)
+    with torch.no_grad():
+        first = model(inputs[:, : window + 1])  # (streams, window + 1, vocab): every token has all its past
+        later = torch.cat([model(chunk)[:, -1] for chunk in rows.split(512)])  # (streams * n, vocab)
     logits = torch.cat([first, later.view(stream.shape[0], -1, first.shape[-1])], dim=1)  # (streams, length, vocab)
     return _loss(logits, targets)
 
 
-@torch.no_grad()
 def first_key_attention(model: CausalLM, windows: torch.Tensor, since: int) -> torch.Tensor:
     """Mean attention weight ``(layers, heads)`` that queries at positions ``since`` and later give the
     first key, in plain forward passes over ``windows`` ``(n, seq)``."""
@@ -143,7 +147,8 @@ def first_key_attention(model: CausalLM, windows: torch.Tensor, since: int) -> t
 
     handles = [block.attn.register_forward_hook(hook) for block in model.transformer.blocks]
     try:
-        model(windows)
+        with torch.no_grad():
+            model(windows)
     finally:
         for handle in handles:
             handle.remove()
