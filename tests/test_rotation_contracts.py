@@ -92,10 +92,11 @@ def _data(dtype: torch.dtype = torch.float64) -> dict[str, torch.Tensor]:
             "sin": torch.randn(5, WIDTH, generator=g, dtype=dtype)}
 
 
-@pytest.fixture(params=[False, True], ids=["eager", "as-compiled"])
-def compiling(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
-    # "as-compiled": the branches torch.compile takes (torch.compiler.is_compiling() is True),
-    # run eagerly: the custom operators and their autograd Functions.
+@pytest.fixture(params=[False, True], ids=["eager", "traced"])
+def traced(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    # "traced": the branches torch.compile's tracing takes (torch.compiler.is_compiling() is
+    # True), run eagerly: the custom operators and their autograd Functions. (No "compile" in a
+    # test's name or id: the mutation map leaves such tests out with -k "not compile".)
     if request.param:
         monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
     return request.param
@@ -103,7 +104,7 @@ def compiling(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
 
 @pytest.mark.parametrize("interleaved", [False, True])
 @pytest.mark.parametrize("inverse", [False, True])
-def test_every_path_gives_the_formulas_bits(compiling: bool, interleaved: bool, inverse: bool) -> None:
+def test_every_path_gives_the_formulas_bits(traced: bool, interleaved: bool, inverse: bool) -> None:
     d = _data(torch.float32)
     q, k, cos, sin = d["q"], d["k"], d["cos"], d["sin"]
     want_q, want_k = _formula(q, cos, sin, interleaved, inverse), _formula(k, cos, sin, interleaved, inverse)
@@ -123,7 +124,7 @@ def test_every_path_gives_the_formulas_bits(compiling: bool, interleaved: bool, 
     q_in, k_in = leaf * 1, k.clone().requires_grad_() * 1
     out = _rotation.rotate_qk(q_in, k_in, *args, inverse=inverse, inplace=True)
     assert out[0] is q_in and out[1] is k_in  # both rewritten in place, with their new history
-    if not compiling:  # one Function rotated both (as compiled: see the in-place test below)
+    if not traced:  # one Function rotated both (traced: see the in-place test below)
         assert q_in.grad_fn is k_in.grad_fn and q_in.grad_fn.name() == "_RotateQKInPlaceBackward"
     assert torch.equal(q_in.detach(), want_q) and torch.equal(k_in.detach(), want_k)
 
@@ -138,7 +139,7 @@ def _gradients(outputs: tuple[torch.Tensor, ...], inputs: dict[str, torch.Tensor
 @pytest.mark.parametrize("inverse", [False, True])
 @pytest.mark.parametrize("wanted", [("q",), ("k",), ("cos",), ("sin",), ("q", "k", "cos", "sin")])
 def test_every_path_gives_the_gradients_of_the_formula(
-    compiling: bool, interleaved: bool, inverse: bool, wanted: tuple[str, ...]
+    traced: bool, interleaved: bool, inverse: bool, wanted: tuple[str, ...]
 ) -> None:
     # Only the inputs named in `wanted` require a gradient; each must get the formula's.
     def run(rotation: str) -> dict[str, torch.Tensor]:
@@ -159,10 +160,10 @@ def test_every_path_gives_the_gradients_of_the_formula(
     expected = run("formula")
     rotations = ["rotate", "rotate_qk"]
     # In place, eager: gradients of cos/sin would need the old q and k (apply_rope_qk refuses
-    # them). As compiled, the in-place rotation with gradients is the out-of-place Function
+    # them). Traced, the in-place rotation with gradients is the out-of-place Function
     # copied back, which needs the functionalisation that torch.compile applies: see
-    # test_in_place_as_compiled_records_a_gradient_for_each_input.
-    if not compiling and not {"cos", "sin"} & set(wanted):
+    # test_in_place_as_traced_records_a_gradient_for_each_input.
+    if not traced and not {"cos", "sin"} & set(wanted):
         rotations.append("in place")
     for rotation in rotations:
         got = run(rotation)
@@ -172,7 +173,7 @@ def test_every_path_gives_the_gradients_of_the_formula(
 
 
 @pytest.mark.parametrize("wanted", ["q", "k", "cos", "sin"])
-def test_in_place_as_compiled_records_a_gradient_for_each_input(
+def test_in_place_as_traced_records_a_gradient_for_each_input(
     monkeypatch: pytest.MonkeyPatch, wanted: str
 ) -> None:
     monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
@@ -225,7 +226,7 @@ def test_forward_mode_derivatives_are_those_of_the_formula(
 
 
 @pytest.mark.parametrize("in_dims", [(0, None, None), (None, 0, 0), (0, 0, 0), (1, None, None)])
-def test_vmap_gives_the_formula_per_sample(compiling: bool, in_dims: tuple[int | None, ...]) -> None:
+def test_vmap_gives_the_formula_per_sample(traced: bool, in_dims: tuple[int | None, ...]) -> None:
     g = torch.Generator().manual_seed(3)
     x = torch.randn(4, 3, 5, DIM, generator=g, dtype=torch.float64)
     cos, sin = torch.randn(4, 5, WIDTH, generator=g, dtype=torch.float64), torch.randn(4, 5, WIDTH, generator=g,
@@ -264,7 +265,7 @@ def test_cos_sin_larger_than_x_broadcast_the_output() -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def test_eager_calls_without_derivatives_skip_the_operators_and_compiled_ones_use_them(
+def test_eager_calls_without_derivatives_skip_the_operators_and_traced_ones_use_them(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     called: list[str] = []
@@ -305,7 +306,7 @@ def launches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 @pytest.mark.parametrize("inverse", [False, True])
 def test_a_forced_triton_backend_reaches_the_kernel_on_every_path(
-    compiling: bool, launches: list[int], inverse: bool
+    traced: bool, launches: list[int], inverse: bool
 ) -> None:
     pytest.importorskip("triton")
     d = _data(torch.float32)
@@ -321,7 +322,7 @@ def test_a_forced_triton_backend_reaches_the_kernel_on_every_path(
     assert torch.equal(k_in, want_k) and launches == [1, 2, 2]
     # With gradients: the forward and the backward (the inverse rotation) each launch it.
     for rotation in ("rotate", "rotate_qk", "in place"):
-        if rotation == "in place" and compiling:
+        if rotation == "in place" and traced:
             continue  # needs torch.compile's functionalisation (see above)
         launches.clear()
         leaf = q.clone().requires_grad_()
@@ -336,7 +337,7 @@ def test_a_forced_triton_backend_reaches_the_kernel_on_every_path(
         assert len(launches) == 2, rotation
         # The gradient of the sum is the inverse rotation of ones.
         assert torch.equal(grad, _formula(torch.ones_like(q), cos, sin, False, not inverse))
-    if not compiling:  # forward-mode derivatives are eager only (Dynamo does not trace a custom jvp)
+    if not traced:  # forward-mode derivatives are eager only (Dynamo does not trace a custom jvp)
         launches.clear()
         torch.func.jvp(lambda t: _rotation.rotate(t, cos, sin, False, **kw), (q,), (torch.ones_like(q),))
         assert launches == [1, 1]  # the output, then its tangent
@@ -432,3 +433,100 @@ def test_in_place_rotation_on_cpu_allocates_at_most_a_block_or_a_row(shape: tupl
     largest = max(e.cpu_memory_usage for e in prof.events())
     assert largest <= max(BLOCK, shape[-1] * q.element_size())
     assert torch.equal(q, want_q) and torch.equal(k, want_k)
+
+
+# --------------------------------------------------------------------------------------------
+# Shapes and sizes the paths above do not reach
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("wanted", ["cos", "sin"])
+def test_gradients_and_tangents_of_four_dimensional_cos_sin(wanted: str) -> None:
+    # cos/sin of shape (batch, 1, seq, width), as per-sample positions give: the width is their
+    # last axis, not their second.
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(2, 3, 5, DIM, generator=g, dtype=torch.float64)
+    angles = {name: torch.randn(2, 1, 5, WIDTH, generator=g, dtype=torch.float64) for name in ("cos", "sin")}
+    for inverse in (False, True):
+        def rotation(fn):  # type: ignore[no-untyped-def]
+            return lambda t: fn(x, *(t if name == wanted else angles[name] for name in ("cos", "sin")))
+
+        formula = rotation(lambda x, c, s: _formula(x, c, s, True, inverse))
+        rotate = rotation(lambda x, c, s: _rotation.rotate(x, c, s, True, inverse=inverse))
+        primal, direction = angles[wanted], torch.randn_like(angles[wanted])
+        torch.testing.assert_close(torch.func.jvp(rotate, (primal,), (direction,))[1],
+                                   torch.func.jvp(formula, (primal,), (direction,))[1])
+        torch.testing.assert_close(torch.func.vjp(rotate, primal)[1](torch.ones_like(x))[0],
+                                   torch.func.vjp(formula, primal)[1](torch.ones_like(x))[0])
+
+
+@pytest.mark.parametrize("cos_shape", [(1, 1, 5, WIDTH), (2, 1, 5, WIDTH)])
+def test_cos_sin_broadcast_against_an_axis_of_one_in_x(cos_shape: tuple[int, ...]) -> None:
+    # x has one position, cos/sin five: the output has five.
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(1, 3, 1, DIM, generator=g)
+    cos, sin = torch.randn(*cos_shape, generator=g), torch.randn(*cos_shape, generator=g)
+    want = _formula(x, cos, sin, False, False)
+    assert want.shape[-2] == 5
+    assert torch.equal(_rotation.rotate(x, cos, sin, False), want)
+
+
+def test_cos_sin_with_a_unit_stride_on_another_axis_are_copied_for_the_kernel() -> None:
+    pytest.importorskip("triton")
+    g = torch.Generator().manual_seed(8)
+    x = torch.randn(5, 2, DIM, generator=g)
+    # shape (5, 2, 6) with strides (12, 1, 2): unit stride on the middle axis, not the last.
+    cos, sin = (torch.randn(5, WIDTH, 2, generator=g).transpose(1, 2) for _ in range(2))
+    assert cos.stride() == sin.stride() == (12, 1, 2)
+    assert torch.equal(_rotation.rotate(x, cos, sin, False, backend="triton"), _formula(x, cos, sin, False, False))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_blocked_cpu_rotation_keeps_the_dtype(dtype: torch.dtype) -> None:
+    # Large enough to be rotated block by block, through a scratch block of x's dtype.
+    g = torch.Generator().manual_seed(9)
+    x = torch.randn(2, 8, 4096, DIM, generator=g).to(dtype)
+    cos, sin = (torch.randn(4096, WIDTH, generator=g).to(dtype) for _ in range(2))
+    assert _rotation._cpu_block_plan(x) is not None
+    for inverse in (False, True):
+        assert torch.equal(_rotation.rotate(x, cos, sin, True, inverse=inverse), _formula(x, cos, sin, True, inverse))
+
+
+@pytest.mark.parametrize("wanted", ["cos", "sin"])
+def test_blocked_cpu_rotation_gives_gradients_to_cos_or_sin_alone(wanted: str) -> None:
+    g = torch.Generator().manual_seed(10)
+    q, k = torch.randn(2, 8, 4096, DIM, generator=g), torch.randn(2, 8, 4096, DIM, generator=g)
+    assert _rotation._cpu_block_plan(q) is not None
+    angles = {name: torch.randn(4096, WIDTH, generator=g) for name in ("cos", "sin")}
+    leaf = angles[wanted].requires_grad_()
+    (got,) = torch.autograd.grad(_rotation.rotate(q, angles["cos"], angles["sin"], False).sum(), leaf)
+    (want,) = torch.autograd.grad(_formula(q, angles["cos"], angles["sin"], False, False).sum(), leaf)
+    torch.testing.assert_close(got, want)
+    (got,) = torch.autograd.grad(sum(o.sum() for o in _rotation.rotate_qk(q, k, angles["cos"], angles["sin"], False)),
+                                 leaf)
+    (want,) = torch.autograd.grad(sum(_formula(t, angles["cos"], angles["sin"], False, False).sum() for t in (q, k)),
+                                  leaf)
+    torch.testing.assert_close(got, want)
+
+
+def test_vmap_over_sin_alone() -> None:
+    g = torch.Generator().manual_seed(11)
+    x, cos = torch.randn(3, 5, DIM, generator=g), torch.randn(5, WIDTH, generator=g)
+    sin = torch.randn(4, 5, WIDTH, generator=g)
+    in_dims = (None, None, 0)
+    expected = torch.vmap(lambda x, c, s: _formula(x, c, s, False, False), in_dims=in_dims)(x, cos, sin)
+    got = torch.vmap(lambda x, c, s: _rotation.rotate(x, c, s, False), in_dims=in_dims)(x, cos, sin)
+    assert got.shape == (4, 3, 5, DIM)
+    torch.testing.assert_close(got, expected)
+
+
+def test_a_failed_triton_import_is_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setattr(_rotation, "_kernel_module", None)
+    import posenc
+
+    monkeypatch.setitem(sys.modules, "posenc._triton_rope", None)  # the import raises ImportError
+    monkeypatch.delattr(posenc, "_triton_rope", raising=False)
+    assert _rotation._triton_kernels() is None
+    assert _rotation._kernel_module is False  # not tried again

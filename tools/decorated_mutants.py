@@ -9,10 +9,11 @@ say nothing about them. ``tools/decorated_mutants.json`` lists, for each decorat
 for one judged equivalent) and the tests that should kill them.
 
 This script first checks that the list names every decorated function and no other, then
-applies each mutant to a copy of the repository, runs its tests there (stopping at the first
-failure), and writes ``mutation-results/decorated.txt``: each mutant killed or survived. It
-exits with status 1 if a function is not listed, a change no longer applies, or a mutant
-survived. See docs/dev/mutation-testing.md.
+applies each mutant to a copy of the repository (under ``mutants/``), runs its tests there
+(stopping at the first failure), and writes ``mutation-results/decorated.txt``: each mutant
+killed, survived or recorded as equivalent. It exits with status 1 if a function is not listed,
+a change no longer applies, a mutant survived, or a recorded equivalent was killed. See
+docs/dev/mutation-testing.md.
 """
 
 from __future__ import annotations
@@ -104,7 +105,10 @@ def main() -> int:
         listed = [entry for entry in listed if entry["function"].startswith(args.only + ":")]
 
     lines = []
-    with tempfile.TemporaryDirectory() as folder:
+    # The copy lives inside the repository (in mutants/, which git ignores): the experiment
+    # runner's tests ask git for the commit.
+    (ROOT / "mutants").mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=ROOT / "mutants", prefix="decorated-") as folder:
         copy = Path(folder)
         for item in COPIED:
             source = ROOT / item
