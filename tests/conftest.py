@@ -54,6 +54,22 @@ def site() -> Path:
     return SITE
 
 
+@pytest.fixture
+def triton_launches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the Triton kernel's launches (each appends the number of tensors it rotated)."""
+    from posenc import _triton_rope
+
+    count: list[int] = []
+    original = _triton_rope.launch
+
+    def counted(pairs, *args):  # type: ignore[no-untyped-def]
+        count.append(len(pairs))
+        return original(pairs, *args)
+
+    monkeypatch.setattr(_triton_rope, "launch", counted)
+    return count
+
+
 # Property tests run with a fixed seed and no per-example deadline: the same examples every run,
 # and no spurious failures on a loaded two-core CI machine.
 from hypothesis import settings  # noqa: E402

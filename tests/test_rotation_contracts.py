@@ -288,25 +288,9 @@ def test_eager_calls_without_derivatives_skip_the_operators_and_traced_ones_use_
     assert called == ["_rope_rotate", "_rope_rotate_qk", "_rope_rotate_qk_"]
 
 
-@pytest.fixture
-def launches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Counts the Triton kernel's launches (each appends the number of tensors it rotated)."""
-    from posenc import _triton_rope
-
-    count: list[int] = []
-    original = _triton_rope.launch
-
-    def counted(pairs, *args):  # type: ignore[no-untyped-def]
-        count.append(len(pairs))
-        return original(pairs, *args)
-
-    monkeypatch.setattr(_triton_rope, "launch", counted)
-    return count
-
-
 @pytest.mark.parametrize("inverse", [False, True])
 def test_a_forced_triton_backend_reaches_the_kernel_on_every_path(
-    traced: bool, launches: list[int], inverse: bool
+    traced: bool, triton_launches: list[int], inverse: bool
 ) -> None:
     pytest.importorskip("triton")
     d = _data(torch.float32)
@@ -314,17 +298,17 @@ def test_a_forced_triton_backend_reaches_the_kernel_on_every_path(
     kw = {"inverse": inverse, "backend": "triton"}
     want_q, want_k = _formula(q, cos, sin, False, inverse), _formula(k, cos, sin, False, inverse)
     assert torch.equal(_rotation.rotate(q, cos, sin, False, **kw), want_q)
-    assert launches == [1]
+    assert triton_launches == [1]
     assert torch.equal(_rotation.rotate_qk(q, k, cos, sin, False, **kw)[1], want_k)
-    assert launches == [1, 2]
+    assert triton_launches == [1, 2]
     q_in, k_in = q.clone(), k.clone()
     _rotation.rotate_qk(q_in, k_in, cos, sin, False, inplace=True, **kw)
-    assert torch.equal(k_in, want_k) and launches == [1, 2, 2]
+    assert torch.equal(k_in, want_k) and triton_launches == [1, 2, 2]
     # With gradients: the forward and the backward (the inverse rotation) each launch it.
     for rotation in ("rotate", "rotate_qk", "in place"):
         if rotation == "in place" and traced:
             continue  # needs torch.compile's functionalisation (see above)
-        launches.clear()
+        triton_launches.clear()
         leaf = q.clone().requires_grad_()
         if rotation == "rotate":
             outputs: tuple[torch.Tensor, ...] = (_rotation.rotate(leaf, cos, sin, False, **kw),)
@@ -332,18 +316,18 @@ def test_a_forced_triton_backend_reaches_the_kernel_on_every_path(
             outputs = _rotation.rotate_qk(leaf, k, cos, sin, False, **kw)
         else:
             outputs = _rotation.rotate_qk(leaf * 1, k.clone(), cos, sin, False, inplace=True, **kw)
-        assert torch.equal(outputs[0].detach(), want_q) and len(launches) == 1, rotation
+        assert torch.equal(outputs[0].detach(), want_q) and len(triton_launches) == 1, rotation
         (grad,) = torch.autograd.grad(outputs[0].sum(), leaf)
-        assert len(launches) == 2, rotation
+        assert len(triton_launches) == 2, rotation
         # The gradient of the sum is the inverse rotation of ones.
         assert torch.equal(grad, _formula(torch.ones_like(q), cos, sin, False, not inverse))
     if not traced:  # forward-mode derivatives are eager only (Dynamo does not trace a custom jvp)
-        launches.clear()
+        triton_launches.clear()
         torch.func.jvp(lambda t: _rotation.rotate(t, cos, sin, False, **kw), (q,), (torch.ones_like(q),))
-        assert launches == [1, 1]  # the output, then its tangent
-    launches.clear()
+        assert triton_launches == [1, 1]  # the output, then its tangent
+    triton_launches.clear()
     torch.vmap(lambda t: _rotation.rotate(t, cos, sin, False, **kw))(q)
-    assert launches == [1]
+    assert triton_launches == [1]
 
 
 

@@ -123,7 +123,7 @@ def main() -> int:
                 continue
             module = copy / function.partition(":")[0]
             original = module.read_text(encoding="utf-8")
-            passed, seconds = run_tests(copy, tests)
+            passed, _ = run_tests(copy, tests)
             if not passed:
                 problems.append(f"{function}: its tests fail without a mutant")
                 continue
